@@ -1,0 +1,181 @@
+"""Everyday commands: init, add, show, list, access, reindex."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memcli import memories
+from memcli.cli.app import app, emit_json, opts, warn
+from memcli.errors import MemcliError
+from memcli.model import encode, now
+from memcli.store import Store, init_store
+
+console = Console()
+
+
+@app.command()
+def init(ctx: typer.Context, path: Path = typer.Argument(Path("."), help="Folder to make a store.")) -> None:
+    """Create a store: memcli.toml, archive/, ops/ and global/.
+
+    Example: memcli init ~/agent-memory
+    """
+    o = opts(ctx)
+    created = init_store(path.expanduser())
+    root = str(path.expanduser().resolve())
+    if o.json:
+        emit_json({"store": root, "created": created})
+    elif not o.quiet:
+        print(f"{'Created' if created else 'Already a store:'} {root}")
+        if created:
+            print("Next: memcli --store " + root + " add --type semantic --subtype fact "
+                  "--scope agent --scope-id coder --summary '...'")
+
+
+@app.command()
+def add(
+    ctx: typer.Context,
+    type_: str = typer.Option(..., "--type", help="episodic, semantic, procedural or working."),
+    subtype: str = typer.Option("", "--subtype", help="Free text, e.g. deployment."),
+    scope: str = typer.Option(..., "--scope", help="agent, team or global."),
+    scope_id: str = typer.Option("", "--scope-id", help="The agent or team id (not for global)."),
+    tag: list[str] = typer.Option([], "--tag", help="A tag; repeat for more."),
+    priority: str = typer.Option("normal", "--priority", help="critical, high, normal or low."),
+    created_by: str = typer.Option(None, "--created-by", help="Author (default $MEMCLI_AUTHOR)."),
+    summary: str = typer.Option("", "--summary", help="One-line summary."),
+    details: str = typer.Option(None, "--details", help="Long text, or - to read stdin."),
+    fmt: str = typer.Option("json", "--format", help="File format: json or md."),
+) -> None:
+    """Write a memory and print its id. A near-identical memory already there is updated
+    instead (its id is printed); a similar one is flagged for the next run.
+
+    Example: memcli add --type procedural --subtype deployment --scope agent --scope-id coder
+    --tag deploy --summary "Deploy to staging before production."
+    """
+    o = opts(ctx)
+    if scope != "global" and not scope_id:
+        raise MemcliError(f"--scope-id is required for scope {scope!r}")
+    store = o.open_store()
+    text = sys.stdin.read() if details == "-" else details
+    new = memories.NewMemory(type_, subtype, scope, scope_id or "global", list(tag), priority,
+                             created_by or _default_author(scope, scope_id), summary, text, fmt)
+    with store.lock(o.wait):
+        result = memories.add_memory(store, new, now())
+    warn(result.problems, o.quiet)
+    _render_add(result, o.json, o.quiet)
+
+
+def _default_author(scope: str, scope_id: str) -> str:
+    return os.environ.get("MEMCLI_AUTHOR") or (f"agent:{scope_id}" if scope == "agent" else "USER")
+
+
+def _render_add(result: memories.AddResult, as_json: bool, quiet: bool) -> None:
+    if as_json:
+        emit_json({"id": result.id, "path": result.path, "action": result.action,
+                   "similar_to": result.similar_to, "similarity": result.similarity,
+                   "flagged": result.flag_reason})
+        return
+    print(result.id)
+    if quiet or result.similar_to is None:
+        return
+    if result.action == "updated":
+        sys.stderr.write(f"near-identical to {result.similar_to} "
+                         f"({result.similarity:.2f}): updated it instead of adding a copy\n")
+    else:
+        sys.stderr.write(f"similar to {result.similar_to} ({result.similarity:.2f}, "
+                         f"{result.flag_reason}): flagged for the next consolidation\n")
+
+
+@app.command()
+def show(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Show one memory, live or archived.
+
+    Example: memcli show mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A
+    """
+    o = opts(ctx)
+    mem, folder = memories.show_memory(o.open_store(), mem_id)
+    if o.json:
+        emit_json({"memory": mem.data, "folder": folder.rel, "path": str(mem.path),
+                   "archived": folder.scope == "archive"})
+        return
+    console.print(f"[bold]{mem.id}[/bold]  ({folder.rel}, {mem.fmt})", highlight=False)
+    console.print(encode(mem.data, "md").decode(), markup=False, highlight=False)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    scope: str = typer.Option(None, "--scope", help="agent, team or global."),
+    scope_id: str = typer.Option(None, "--scope-id", help="An agent or team id."),
+    type_: str = typer.Option(None, "--type", help="Memory type."),
+    subtype: str = typer.Option(None, "--subtype", help="Memory subtype."),
+    tag: list[str] = typer.Option([], "--tag", help="Only memories with this tag (repeatable)."),
+    archived: bool = typer.Option(False, "--archived", help="List the archive instead."),
+) -> None:
+    """List memories, newest first within each folder.
+
+    Example: memcli list --scope agent --scope-id coder --type procedural --json
+    """
+    o = opts(ctx)
+    flt = memories.ListFilter(scope, scope_id, type_, subtype, list(tag), archived)
+    entries, problems = memories.list_memories(o.open_store(), flt)
+    warn(problems, o.quiet)
+    if o.json:
+        emit_json({"memories": entries, "count": len(entries)})
+        return
+    _render_list(entries, archived)
+
+
+def _render_list(entries: list[dict[str, Any]], archived: bool) -> None:
+    table = Table(title=f"{len(entries)} {'archived ' if archived else ''}memories")
+    for col in ("id", "folder", "type/subtype", "tags", "uses", "last used", "summary"):
+        table.add_column(col, overflow="fold" if col == "summary" else "ellipsis")
+    for e in entries:
+        table.add_row(e["id"], e.get("from") or e["folder"] if archived else e["folder"],
+                      f"{e.get('type')}/{e.get('subtype') or '-'}", ", ".join(e.get("tags") or []),
+                      str(e.get("access_count", 0)), (e.get("last_accessed") or "never")[:10],
+                      (e.get("summary") or "")[:80])
+    console.print(table)
+
+
+@app.command()
+def access(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Record a use of a memory: access_count + 1, last_accessed = now.
+
+    Example: memcli access mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A
+    """
+    o = opts(ctx)
+    store = o.open_store()
+    with store.lock(o.wait):
+        mem = memories.access_memory(store, mem_id, now())
+    if o.json:
+        emit_json({"id": mem.id, "access_count": mem.data["access_count"],
+                   "last_accessed": mem.data["last_accessed"]})
+    elif not o.quiet:
+        print(f"{mem.id}: access_count {mem.data['access_count']}")
+
+
+@app.command()
+def reindex(ctx: typer.Context) -> None:
+    """Rebuild every folder's _index.json (and the archive's) from the memory files.
+
+    Example: memcli reindex
+    """
+    o = opts(ctx)
+    store = o.open_store()
+    with store.lock(o.wait):
+        result = memories.reindex(store)
+    warn(result.problems, o.quiet)
+    if o.json:
+        emit_json({"folders": result.folders, "problems": [str(p) for p in result.problems]})
+    elif not o.quiet:
+        total = sum(result.folders.values())
+        print(f"Reindexed {len(result.folders)} folders, {total} memories"
+              + (f"; {len(result.problems)} problem(s) above" if result.problems else ""))
+

@@ -1,0 +1,80 @@
+"""Folder indices (`_index.json`, SPEC 1.2): a derived cache of each folder's memory files.
+
+The files are the truth. An entry is reused only while the file's size and mtime match it;
+otherwise the file is read again. `run_hash` (the content hash when the last run covering
+the folder finished) and other cached fields survive a rebuild when the content is the same.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memcli import fsops
+from memcli.model import Memory, format_ts
+
+INDEX_NAME = "_index.json"
+INDEX_VERSION = 1
+# Cached copies of record fields: enough to list, filter and plan without reading files.
+_RECORD_FIELDS = ("type", "subtype", "tags", "priority", "created_by", "consent", "created_at",
+                  "updated_at", "last_accessed", "access_count", "supersedes", "superseded_by",
+                  "promoted_to", "promoted_from")
+_ARCHIVE_FIELDS = {"archived_at": "archived_at", "reason": "archive_reason",
+                   "run_id": "archive_run_id", "from": "archived_from"}
+# Fields tied to a content hash: kept only while the content hash is unchanged.
+_HASH_BOUND = ("sig", "norm_key")
+
+
+def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = False) -> dict[str, Any]:
+    """The index entry of a memory read from disk, keeping what the old entry cached."""
+    entry: dict[str, Any] = {"id": mem.id, "file": mem.path.name}
+    for name in _RECORD_FIELDS:
+        entry[name] = mem.data.get(name)
+    entry["priority"] = entry["priority"] or "normal"
+    entry["tags"] = entry["tags"] or []
+    entry["access_count"] = entry["access_count"] or 0
+    summary = mem.content.get("summary")
+    entry["summary"] = summary[:200] if isinstance(summary, str) else ""
+    entry.update(size=mem.size, mtime_ns=mem.mtime_ns, content_hash=mem.content_hash)
+    if archive:
+        entry.update({key: mem.data.get(field) for key, field in _ARCHIVE_FIELDS.items()})
+    if old:
+        if "run_hash" in old:
+            entry["run_hash"] = old["run_hash"]
+        if old.get("content_hash") == mem.content_hash:
+            entry.update({k: old[k] for k in _HASH_BOUND if k in old})
+    return entry
+
+
+def load(folder: Path) -> dict[str, Any] | None:
+    """The folder's index, or None when missing. Raises ValueError when it is unreadable."""
+    path = folder / INDEX_NAME
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    data = orjson.loads(raw)  # orjson.JSONDecodeError is a ValueError
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise ValueError("not an index (no 'entries' list)")
+    return data
+
+
+def build(scope: str, scope_id: str, entries: list[dict[str, Any]], moment: dt.datetime) -> dict[str, Any]:
+    ordered = sorted(entries, key=lambda e: e["id"])
+    return {"version": INDEX_VERSION, "scope": scope, "scope_id": scope_id,
+            "entry_count": len(ordered), "updated_at": format_ts(moment), "entries": ordered}
+
+
+def save(folder: Path, index: dict[str, Any]) -> None:
+    fsops.write_replace(folder / INDEX_NAME, orjson.dumps(index, option=orjson.OPT_INDENT_2))
+
+
+def same_entries(index: dict[str, Any] | None, entries: list[dict[str, Any]]) -> bool:
+    """Whether writing `entries` would change nothing but the index's own timestamp."""
+    if index is None:
+        return False
+    old = sorted(index.get("entries", []), key=lambda e: str(e.get("id")))
+    return old == sorted(entries, key=lambda e: e["id"]) and index.get("entry_count") == len(old)

@@ -1,0 +1,314 @@
+"""Memory records, their two file formats, validation, time and ids (SPEC 1.1).
+
+A record is kept as the plain dict read from its file so that fields the tool does not
+know survive every rewrite; `Memory` wraps it with where it came from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import re
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+ID_RE = re.compile(r"^mem_[0-9A-Za-z_-]{1,64}$")
+TYPES = ("episodic", "semantic", "procedural", "working")
+PRIORITIES = ("critical", "high", "normal", "low")
+SCOPES = ("agent", "team", "global")
+TIME_FIELDS = ("created_at", "updated_at", "last_accessed")
+ARCHIVE_FIELDS = ("archived_at", "archive_reason", "archived_from", "archive_run_id")
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+# ---------------------------------------------------------------- time
+
+
+def now() -> dt.datetime:
+    """The current moment in UTC, whole seconds; `MEMCLI_NOW` replaces the clock everywhere."""
+    fixed = os.environ.get("MEMCLI_NOW")
+    if fixed:
+        parsed, _ = parse_ts(fixed)
+        return parsed
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+
+
+def parse_ts(value: str) -> tuple[dt.datetime, bool]:
+    """Parse ISO 8601; returns (aware UTC datetime, had_zone). Raises ValueError if unreadable."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    parsed = dt.datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=dt.timezone.utc), False
+    return parsed.astimezone(dt.timezone.utc), True
+
+
+def format_ts(moment: dt.datetime) -> str:
+    """`YYYY-MM-DDTHH:MM:SSZ` in UTC."""
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ts_or_none(value: Any) -> dt.datetime | None:
+    """Best-effort parse of a timestamp field already validated; None when absent."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_ts(value)[0]
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- ids
+
+
+def new_ulid(moment: dt.datetime, seed: str | None = None) -> str:
+    """A ULID for `moment`. With a seed the random part is derived from it, so that a dry
+    run and the real run at the same moment name new memories identically."""
+    millis = int(moment.timestamp() * 1000)
+    rand = hashlib.sha256(seed.encode()).digest()[:10] if seed else secrets.token_bytes(10)
+    number = (millis << 80) | int.from_bytes(rand, "big")
+    return "".join(_CROCKFORD[(number >> (5 * i)) & 31] for i in reversed(range(26)))
+
+
+def new_memory_id(moment: dt.datetime, seed: str | None = None) -> str:
+    return "mem_" + new_ulid(moment, seed)
+
+
+def new_run_id(moment: dt.datetime) -> str:
+    return "run_" + new_ulid(moment)
+
+
+def is_valid_id(value: Any) -> bool:
+    return isinstance(value, str) and bool(ID_RE.match(value))
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------- the record
+
+
+@dataclass
+class Memory:
+    """One memory as read from disk: its record plus where and how it is stored."""
+
+    data: dict[str, Any]
+    path: Path
+    fmt: str  # "json" or "md"
+    content_hash: str = ""
+    size: int = 0
+    mtime_ns: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+    @property
+    def type(self) -> str:
+        return str(self.data["type"])
+
+    @property
+    def subtype(self) -> str:
+        return str(self.data.get("subtype") or "")
+
+    @property
+    def tags(self) -> list[str]:
+        return list(self.data.get("tags") or [])
+
+    @property
+    def created_by(self) -> str:
+        return str(self.data.get("created_by") or "")
+
+    @property
+    def content(self) -> dict[str, Any]:
+        content = self.data.get("content")
+        return content if isinstance(content, dict) else {}
+
+    def ts(self, name: str) -> dt.datetime | None:
+        return ts_or_none(self.data.get(name))
+
+
+def validate(data: Any, *, file_id: str | None = None) -> tuple[list[str], list[str]]:
+    """Check a record against the contract. Returns (problems, warnings); problems make the
+    file bad input, warnings (a timestamp without a zone) are reported and the file is used."""
+    if not isinstance(data, dict):
+        return ["the record is not an object"], []
+    problems: list[str] = []
+    warnings: list[str] = []
+    _check_id(data, file_id, problems)
+    _check_enums(data, problems)
+    _check_types(data, problems)
+    _check_times(data, problems, warnings)
+    return problems, warnings
+
+
+def _check_id(data: dict[str, Any], file_id: str | None, problems: list[str]) -> None:
+    mem_id = data.get("id")
+    if not is_valid_id(mem_id):
+        problems.append(f"bad id {mem_id!r} (expected mem_ followed by 1-64 of [0-9A-Za-z_-])")
+    elif file_id is not None and mem_id != file_id:
+        problems.append(f"id {mem_id!r} does not match the file name {file_id!r}")
+
+
+def _check_enums(data: dict[str, Any], problems: list[str]) -> None:
+    if data.get("type") not in TYPES:
+        problems.append(f"unknown type {data.get('type')!r} (expected one of {', '.join(TYPES)})")
+    priority = data.get("priority", "normal")
+    if priority not in PRIORITIES:
+        problems.append(f"unknown priority {priority!r} (expected one of {', '.join(PRIORITIES)})")
+    scope = data.get("scope")
+    if scope is not None and scope not in SCOPES:
+        problems.append(f"unknown scope {scope!r}")
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "subtype": (str,),
+    "scope_id": (str,),
+    "created_by": (str,),
+    "consent": (bool,),
+    "content": (dict,),
+    "promoted_to": (str, type(None)),
+    "promoted_from": (str, type(None)),
+}
+
+
+def _check_types(data: dict[str, Any], problems: list[str]) -> None:
+    if "content" not in data:
+        problems.append("missing field 'content'")
+    for name, kinds in _FIELD_TYPES.items():
+        if name in data and not isinstance(data[name], kinds):
+            problems.append(f"field '{name}' must be {_kind_names(kinds)}, got {_json_kind(data[name])}")
+    for name in ("tags", "supersedes", "superseded_by"):
+        value = data.get(name, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            problems.append(f"field '{name}' must be a list of strings")
+    count = data.get("access_count", 0)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        problems.append(f"field 'access_count' must be a non-negative integer, got {count!r}")
+    content = data.get("content")
+    if isinstance(content, dict):
+        if "details" in content and not isinstance(content["details"], str):
+            problems.append("field 'content.details' must be a string")
+        if "timeline" in content and not isinstance(content["timeline"], list):
+            problems.append("field 'content.timeline' must be a list")
+
+
+def _check_times(data: dict[str, Any], problems: list[str], warnings: list[str]) -> None:
+    if "created_at" not in data:
+        problems.append("missing field 'created_at'")
+    for name in TIME_FIELDS:
+        value = data.get(name)
+        if value is None and name != "created_at":
+            continue
+        if not isinstance(value, str):
+            if name in data:
+                problems.append(f"field '{name}' must be an ISO 8601 timestamp string")
+            continue
+        try:
+            _, had_zone = parse_ts(value)
+        except ValueError:
+            problems.append(f"field '{name}' is not an ISO 8601 timestamp: {value!r}")
+            continue
+        if not had_zone:
+            warnings.append(f"'{name}' has no time zone; read as UTC")
+
+
+def _kind_names(kinds: tuple[type, ...]) -> str:
+    names = {str: "a string", bool: "true or false", dict: "an object", type(None): "null"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _json_kind(value: Any) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+# ---------------------------------------------------------------- the two file formats
+
+
+def decode(raw: bytes, fmt: str) -> dict[str, Any]:
+    """Bytes of a memory file -> record. Raises ValueError with a user-facing reason."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})") from exc
+    if fmt == "json":
+        return _decode_json(text)
+    return _decode_markdown(text)
+
+
+def _decode_json(text: str) -> dict[str, Any]:
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
+
+
+def _decode_markdown(text: str) -> dict[str, Any]:
+    import frontmatter  # imported here: JSON-only stores never pay for it
+
+    if not text.lstrip().startswith("---"):
+        raise ValueError("no YAML front matter (the file must start with a '---' line)")
+    try:
+        meta, body = frontmatter.parse(text, handler=frontmatter.YAMLHandler())
+    except yaml.YAMLError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"broken front matter ({reason})") from exc
+    if not isinstance(meta, dict) or not meta:
+        raise ValueError("broken front matter (it is not a mapping of fields)")
+    data = _plain(meta)
+    content = data.get("content", {})
+    if not isinstance(content, dict):
+        raise ValueError("front matter 'content' must be a mapping")
+    if body:
+        content = {**content, "details": body}
+    data["content"] = content
+    return data
+
+
+def _plain(value: Any) -> Any:
+    """YAML may hand back datetimes for unquoted timestamps; the record holds strings."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dt.datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
+
+
+def encode(data: dict[str, Any], fmt: str) -> bytes:
+    """Record -> file bytes in the given format."""
+    if fmt == "json":
+        return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+    meta = dict(data)
+    content = dict(meta.get("content") or {})
+    details = content.pop("details", None)
+    meta["content"] = content
+    front = yaml.dump(meta, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True,
+                      default_flow_style=False, width=100)
+    body = (str(details).strip() + "\n") if details else ""
+    return f"---\n{front}---\n\n{body}".encode()
+
+
+def fmt_of(path: Path) -> str | None:
+    """The format of a memory file name, or None if it is not a memory file."""
+    if path.name.startswith((".", "_")):
+        return None
+    return {".json": "json", ".md": "md"}.get(path.suffix)

@@ -1,0 +1,357 @@
+"""The store on disk (SPEC section 1): discovery, folders, reading files, indices, the lock.
+
+Reading never changes anything. Bad input (a file that does not parse, a record that breaks
+the contract, a symlink, an oversized file, a duplicate id) becomes a `Problem` naming the
+file and the reason; the file is left alone and everything else goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as statmod
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcli import fsops, index
+from memcli.config import Settings, load_settings
+from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError
+from memcli.model import Memory, decode, fmt_of, is_valid_id, now, sha256, validate
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+SCOPE_ROOTS = ("agent", "team", "global")
+DEFAULT_TOML = """\
+# memcli settings: every key is optional; these are the defaults (see README).
+[consolidation]
+max_per_run = 50
+index_pause_ms = 100
+min_age_days = 7
+stale_after_days = 90
+
+[teams]
+default_team = "team"
+# coder = "backend"        # agent id -> team id
+
+[schedule]
+weekly = "0 0 * * 0"       # Sunday 00:00, local time
+
+[llm]
+enabled = false            # also needs ANTHROPIC_API_KEY
+"""
+
+
+@dataclass(frozen=True)
+class Folder:
+    scope: str  # agent, team, global or archive
+    scope_id: str
+    path: Path
+
+    @property
+    def rel(self) -> str:
+        return self.scope if self.scope in ("global", "archive") else f"{self.scope}/{self.scope_id}"
+
+
+@dataclass
+class Problem:
+    """Something wrong with one file, reported by path; never fixed by guessing."""
+
+    path: str
+    reason: str
+    code: str = "bad_file"
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass
+class FolderScan:
+    folder: Folder
+    entries: list[dict[str, Any]]
+    memories: dict[str, Memory]
+    problems: list[Problem]
+    index: dict[str, Any] | None
+    drift: bool  # the saved index disagrees with the files
+
+
+@dataclass
+class StoreScan:
+    folders: list[FolderScan] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def memories(self) -> list[Memory]:
+        return [m for scan in self.folders for m in scan.memories.values()]
+
+
+def is_store(path: Path) -> bool:
+    return (path / "memcli.toml").is_file() or (path / "ops").is_dir()
+
+
+def discover(explicit: str | None) -> Path:
+    """`--store`, else `MEMCLI_STORE`, else the current directory; must be a store."""
+    root = Path(explicit or os.environ.get("MEMCLI_STORE") or os.getcwd()).expanduser()
+    if not is_store(root):
+        raise NoStoreError(root)
+    return root.resolve()
+
+
+def init_store(root: Path) -> bool:
+    """Create a store at `root`; returns False when one was already there (nothing changed)."""
+    existed = is_store(root)
+    for sub in ("ops", "archive", "global"):
+        if not (root / sub).is_dir():
+            fsops.mkdir(root / sub)
+    if not (root / "memcli.toml").exists():
+        fsops.write_new(root / "memcli.toml", DEFAULT_TOML.encode())
+    return not existed
+
+
+class Store:
+    """A store folder with its settings."""
+
+    def __init__(self, root: Path, settings: Settings | None = None) -> None:
+        self.root = root
+        self.settings = settings if settings is not None else load_settings(root)
+        self.ops = root / "ops"
+        self.archive = root / "archive"
+
+    @classmethod
+    def open(cls, explicit: str | None = None) -> Store:
+        return cls(discover(explicit))
+
+    # ------------------------------------------------------------ folders
+
+    def folder(self, scope: str, scope_id: str) -> Folder:
+        """The folder of a scope; scope ids become folder names, so they are checked."""
+        if scope == "global":
+            return Folder("global", "global", self.root / "global")
+        if scope == "archive":
+            return Folder("archive", "archive", self.archive)
+        if scope not in ("agent", "team"):
+            raise NotFoundError(f"unknown scope {scope!r} (expected agent, team or global)")
+        if not is_valid_scope_id(scope_id):
+            raise NotFoundError(f"bad scope id {scope_id!r} (letters, digits, '.', '_', '-')")
+        return Folder(scope, scope_id, self.root / scope / scope_id)
+
+    def archive_folder(self) -> Folder:
+        return self.folder("archive", "archive")
+
+    def memory_folders(self) -> list[Folder]:
+        """Every existing live memory folder, in a stable order."""
+        found: list[Folder] = []
+        for scope in ("agent", "team"):
+            base = self.root / scope
+            if base.is_dir():
+                for child in sorted(base.iterdir()):
+                    if child.is_dir() and not child.is_symlink() and is_valid_scope_id(child.name):
+                        found.append(Folder(scope, child.name, child))
+        if (self.root / "global").is_dir():
+            found.append(self.folder("global", "global"))
+        return found
+
+    def rel(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    # ------------------------------------------------------------ reading
+
+    def scan(self, folder: Folder, load: bool = True) -> FolderScan:
+        """Read a folder: its files (the truth) reconciled with its index (a cache).
+        With load=False, files whose index entry matches size and mtime are not read."""
+        problems: list[Problem] = []
+        saved = self._load_index(folder, problems)
+        old = {e.get("file"): e for e in (saved or {}).get("entries", []) if isinstance(e, dict)}
+        entries: list[dict[str, Any]] = []
+        memories: dict[str, Memory] = {}
+        for path, st in self._memory_files(folder, problems):
+            cached = old.get(path.name)
+            if not load and cached and _matches(cached, st):
+                entries.append(cached)
+                continue
+            mem = self._read(path, st, folder, problems)
+            if mem is not None:
+                memories[mem.id] = mem
+                entries.append(index.entry_for(mem, cached, archive=folder.scope == "archive"))
+        self._report_gone(folder, old, entries, problems)
+        drift = not index.same_entries(saved, entries)
+        return FolderScan(folder, entries, memories, problems, saved, drift)
+
+    def scan_all(self, load: bool = True, archive: bool = False) -> StoreScan:
+        """Scan every live folder (and the archive); a duplicate id is bad input everywhere."""
+        folders = self.memory_folders() + ([self.archive_folder()] if archive else [])
+        result = StoreScan()
+        for folder in folders:
+            scan = self.scan(folder, load=load)
+            result.folders.append(scan)
+            result.problems.extend(scan.problems)
+        self._drop_duplicate_ids([s for s in result.folders if s.folder.scope != "archive"], result)
+        return result
+
+    def read_memory(self, path: Path, folder: Folder) -> Memory:
+        """Read one memory file; raises BadRecordError naming the file and the reasons."""
+        problems: list[Problem] = []
+        try:
+            st = path.lstat()
+        except FileNotFoundError as exc:
+            raise NotFoundError(f"{self.rel(path)}: no such file") from exc
+        mem = self._read(path, st, folder, problems) if self._acceptable(path, st, problems) else None
+        if mem is None:
+            raise BadRecordError(self.rel(path), [p.reason for p in problems])
+        return mem
+
+    def find(self, mem_id: str, archived: bool = True) -> tuple[Memory, Folder]:
+        """A memory by id, live first, then (if asked) archived."""
+        if not is_valid_id(mem_id):
+            raise NotFoundError(f"bad memory id {mem_id!r} (expected mem_ and 1-64 of [0-9A-Za-z_-])")
+        folders = self.memory_folders() + ([self.archive_folder()] if archived else [])
+        for folder in folders:
+            for path in _candidate_files(folder.path, mem_id, folder.scope == "archive"):
+                return self.read_memory(path, folder), folder
+        raise NotFoundError(f"no memory {mem_id} in this store (see `memcli list`)")
+
+    def _memory_files(self, folder: Folder, problems: list[Problem]) -> Iterator[tuple[Path, os.stat_result]]:
+        try:
+            items = sorted(os.scandir(folder.path), key=lambda e: e.name)
+        except FileNotFoundError:
+            return
+        for item in items:
+            path = Path(item.path)
+            if fmt_of(path) is None:
+                continue
+            st = item.stat(follow_symlinks=False)
+            if self._acceptable(path, st, problems):
+                yield path, st
+
+    def _acceptable(self, path: Path, st: os.stat_result, problems: list[Problem]) -> bool:
+        if statmod.S_ISLNK(st.st_mode):
+            problems.append(Problem(self.rel(path), "is a symlink; memcli never follows links", "symlink"))
+            return False
+        if not statmod.S_ISREG(st.st_mode):
+            problems.append(Problem(self.rel(path), "is not a regular file", "bad_file"))
+            return False
+        if st.st_size > MAX_FILE_BYTES:
+            problems.append(Problem(self.rel(path), f"is {st.st_size} bytes, over the 10 MB limit",
+                                    "too_large"))
+            return False
+        return True
+
+    def _read(self, path: Path, st: os.stat_result, folder: Folder, problems: list[Problem]) -> Memory | None:
+        fmt = fmt_of(path) or "json"
+        try:
+            raw = path.read_bytes()
+            data = decode(raw, fmt)
+        except (OSError, ValueError) as exc:
+            problems.append(Problem(self.rel(path), str(exc), "unreadable"))
+            return None
+        file_id = path.stem.split("@")[0] if folder.scope == "archive" else path.stem
+        errors, warnings = validate(data, file_id=file_id)
+        errors += _scope_mismatch(data, folder)
+        if errors:
+            problems.append(Problem(self.rel(path), "; ".join(errors), "invalid"))
+            return None
+        for warning in warnings:
+            problems.append(Problem(self.rel(path), warning, "no_timezone", "warning"))
+        return Memory(data, path, fmt, sha256(raw), st.st_size, st.st_mtime_ns, warnings)
+
+    def _load_index(self, folder: Folder, problems: list[Problem]) -> dict[str, Any] | None:
+        try:
+            return index.load(folder.path)
+        except (OSError, ValueError) as exc:
+            problems.append(Problem(self.rel(folder.path / index.INDEX_NAME),
+                                    f"unreadable index, rebuilt from the files ({exc})",
+                                    "index_unreadable", "warning"))
+            return None
+
+    def _report_gone(self, folder: Folder, old: dict[Any, dict[str, Any]],
+                     entries: list[dict[str, Any]], problems: list[Problem]) -> None:
+        present = {e["file"] for e in entries}
+        for name in sorted(str(n) for n in old if n not in present):
+            if not (folder.path / name).exists():
+                problems.append(Problem(self.rel(folder.path / name),
+                                        "listed in the index but the file is gone; entry dropped",
+                                        "index_gone", "warning"))
+
+    def _drop_duplicate_ids(self, scans: list[FolderScan], result: StoreScan) -> None:
+        """An id found in two live files is bad input: each is reported and left out."""
+        where: dict[str, list[FolderScan]] = defaultdict(list)
+        for scan in scans:
+            for mem_id in scan.memories:
+                where[mem_id].append(scan)
+        for mem_id, holders in where.items():
+            if len(holders) < 2:
+                continue
+            paths = [self.rel(holder.memories[mem_id].path) for holder in holders]
+            for holder, path in zip(holders, paths):
+                others = ", ".join(p for p in paths if p != path)
+                result.problems.append(Problem(path, f"duplicate id {mem_id} (also in {others}); "
+                                               "left out until one copy is renamed", "duplicate_id"))
+                del holder.memories[mem_id]
+                holder.entries = [e for e in holder.entries if e["id"] != mem_id]
+
+    # ------------------------------------------------------------ writing
+
+    def save_index(self, folder: Folder, entries: list[dict[str, Any]]) -> None:
+        """Rewrite a folder's index from the given entries (always complete for the folder)."""
+        if not folder.path.is_dir():
+            fsops.mkdir(folder.path)
+        index.save(folder.path, index.build(folder.scope, folder.scope_id, entries, now()))
+
+    def refresh_index(self, folder: Folder) -> FolderScan:
+        """Bring a folder's index in line with its files; writes only when they disagree."""
+        scan = self.scan(folder, load=False)
+        if scan.drift:
+            self.save_index(folder, scan.entries)
+        return scan
+
+    @contextmanager
+    def lock(self, wait: float) -> Iterator[None]:
+        """Hold `ops/.lock`, the one-writer-at-a-time lock. The OS drops it when the holder
+        dies, so a lock file left by a killed process never blocks the next run."""
+        from filelock import FileLock, Timeout
+
+        if not self.ops.is_dir():
+            fsops.mkdir(self.ops)
+        lock = FileLock(str(self.ops / ".lock"), timeout=max(wait, 0))
+        try:
+            lock.acquire()
+        except Timeout as exc:
+            raise LockTimeoutError(self.rel(self.ops / ".lock"), wait) from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+def is_valid_scope_id(name: str) -> bool:
+    return bool(name) and len(name) <= 100 and name not in (".", "..") and all(
+        c.isalnum() or c in "._-" for c in name) and not name.startswith(".")
+
+
+def _matches(entry: dict[str, Any], st: os.stat_result) -> bool:
+    return entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns and bool(
+        entry.get("content_hash")) and is_valid_id(entry.get("id"))
+
+
+def _scope_mismatch(data: dict[str, Any], folder: Folder) -> list[str]:
+    if folder.scope == "archive":
+        return []
+    scope, scope_id = data.get("scope"), data.get("scope_id")
+    if scope is not None and scope != folder.scope:
+        return [f"scope {scope!r} does not match its folder {folder.rel}"]
+    if scope_id is not None and folder.scope != "global" and scope_id != folder.scope_id:
+        return [f"scope_id {scope_id!r} does not match its folder {folder.rel}"]
+    return []
+
+
+def _candidate_files(folder: Path, mem_id: str, archive: bool) -> Iterator[Path]:
+    for ext in (".json", ".md"):
+        path = folder / f"{mem_id}{ext}"
+        if path.exists() or path.is_symlink():
+            yield path
+    if archive and folder.is_dir():
+        yield from sorted(folder.glob(f"{mem_id}@*"))
