@@ -100,3 +100,159 @@ def promotion_linked(a: Memory, b: Memory) -> bool:
     return (da.get("promoted_to") == b.id or db.get("promoted_to") == a.id
             or da.get("promoted_from") == b.id or db.get("promoted_from") == a.id
             or (da.get("promoted_from") is not None and da.get("promoted_from") == db.get("promoted_from")))
+
+
+# ---------------------------------------------------------------- ordering and change
+
+
+def newest_first_key(mem: Memory) -> tuple[str, str, str]:
+    """created_at, then updated_at, then id: sorting by it descending puts the newest first."""
+    created = mem.ts("created_at")
+    updated = mem.ts("updated_at")
+    return (created.isoformat() if created else "", updated.isoformat() if updated else "", mem.id)
+
+
+def edited_since_run(mem: Memory, run_hash: str | None, had_run: bool) -> bool:
+    """Changed since the last successful run (SPEC 6): the file differs from its run_hash and
+    the record was edited after it was created. With no earlier run: never."""
+    if not had_run or (run_hash is not None and run_hash == mem.content_hash):
+        return False
+    created, updated = mem.ts("created_at"), mem.ts("updated_at")
+    return created is not None and updated is not None and updated > created
+
+
+# ---------------------------------------------------------------- 3.1 merge duplicates
+
+
+def is_duplicate_pair(a: Memory, b: Memory, score: float, cfg: Consolidation) -> bool:
+    """The duplicate rule before guards: same type/subtype, tags and content above thresholds,
+    not linked by promotion. Callers ensure both are in the same folder."""
+    return (a.type == b.type and a.subtype == b.subtype
+            and tag_overlap(a.tags, b.tags) > cfg.tag_overlap
+            and score > cfg.content_similarity
+            and not promotion_linked(a, b))
+
+
+def merge_into_keeper(keeper: dict[str, Any], members: list[dict[str, Any]], stamp: str) -> dict[str, Any]:
+    """The keeper after absorbing members (newest first): union of tags (its own order first),
+    content keys it lacks, lists united without repeats, access counts summed, latest access."""
+    out = dict(keeper)
+    content = dict(out.get("content") or {})
+    tags = list(out.get("tags") or [])
+    for member in members:
+        tags += [t for t in member.get("tags") or [] if t not in tags]
+        for key, value in (member.get("content") or {}).items():
+            if key not in content:
+                content[key] = value
+            elif isinstance(content[key], list) and isinstance(value, list):
+                content[key] = _union_list(content[key], value)
+    out["tags"] = tags
+    out["content"] = content
+    out["access_count"] = sum(int(m.get("access_count") or 0) for m in [keeper, *members])
+    out["last_accessed"] = _latest([m.get("last_accessed") for m in [keeper, *members]])
+    out["supersedes"] = list(out.get("supersedes") or []) + [
+        str(m["id"]) for m in members if m["id"] not in (out.get("supersedes") or [])]
+    out["updated_at"] = stamp
+    return out
+
+
+def _union_list(first: list[Any], second: list[Any]) -> list[Any]:
+    import orjson
+
+    seen = {orjson.dumps(v, option=orjson.OPT_SORT_KEYS) for v in first}
+    out = list(first)
+    for value in second:
+        key = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        if key not in seen:
+            seen.add(key)
+            out.append(value)
+    return out
+
+
+def _latest(stamps: list[Any]) -> Any:
+    from memcli.model import ts_or_none
+
+    known = [(ts_or_none(s), s) for s in stamps if ts_or_none(s) is not None]
+    return max(known, key=lambda pair: pair[0])[1] if known else None
+
+
+def archived_record(data: dict[str, Any], *, reason: str, folder: str, run_id: str, stamp: str,
+                    superseded_by: str | None = None) -> dict[str, Any]:
+    """A record as it goes into archive/: whole, plus the four archive fields."""
+    out = dict(data)
+    if superseded_by is not None:
+        out["superseded_by"] = [superseded_by]
+    out.update(archived_at=stamp, archive_reason=reason, archived_from=folder, archive_run_id=run_id)
+    return out
+
+
+# ---------------------------------------------------------------- 3.2 summarise verbose episodic
+
+
+def needs_summary(mem: Memory, now: dt.datetime, cfg: Consolidation) -> bool:
+    """Episodic, older than summarize_after_days, details longer than summarize_min_chars,
+    not tagged `summarized`."""
+    created = mem.ts("created_at")
+    details = mem.content.get("details")
+    return (mem.type == "episodic" and created is not None
+            and now - created > dt.timedelta(days=cfg.summarize_after_days)
+            and isinstance(details, str) and len(details) > cfg.summarize_min_chars
+            and "summarized" not in mem.tags)
+
+
+def summarized_record(data: dict[str, Any], summary: str, stamp: str) -> dict[str, Any]:
+    """details replaced by the summary, tag `summarized`, timeline cut to first 3 + last 3."""
+    out = dict(data)
+    content = dict(out.get("content") or {})
+    content["details"] = summary
+    timeline = content.get("timeline")
+    if isinstance(timeline, list) and len(timeline) > 6:
+        content["timeline"] = timeline[:3] + timeline[-3:]
+    out["content"] = content
+    out["tags"] = list(out.get("tags") or []) + ["summarized"]
+    out["updated_at"] = stamp
+    return out
+
+
+# ---------------------------------------------------------------- 3.3 promote patterns
+
+
+def promotion_target(mem: Memory, cfg: Consolidation) -> str | None:
+    """'team' or 'global' when a procedural memory has earned promotion, else None."""
+    if mem.type != "procedural" or mem.data.get("promoted_to"):
+        return None
+    count = int(mem.data.get("access_count") or 0)
+    scope = mem.data.get("scope") or _scope_from_path(mem)
+    if scope == "agent" and count >= cfg.promote_to_team:
+        return "team"
+    if scope == "team" and count >= cfg.promote_to_global:
+        return "global"
+    return None
+
+
+def _scope_from_path(mem: Memory) -> str:
+    return mem.path.parent.parent.name if mem.path.parent.parent.name in ("agent", "team") else "global"
+
+
+def promoted_copy(data: dict[str, Any], *, new_id: str, scope: str, scope_id: str, stamp: str) -> dict[str, Any]:
+    """The copy written one level up: a new id, the tag `promoted`, counters reset."""
+    out = dict(data)
+    tags = list(out.get("tags") or [])
+    out.update(id=new_id, scope=scope, scope_id=scope_id,
+               tags=tags + (["promoted"] if "promoted" not in tags else []),
+               promoted_from=data["id"], promoted_to=None, access_count=0, last_accessed=None,
+               created_at=stamp, updated_at=stamp, supersedes=[], superseded_by=[])
+    return out
+
+
+# ---------------------------------------------------------------- 3.4 archive stale
+
+
+def is_stale(mem: Memory, now: dt.datetime, cfg: Consolidation) -> bool:
+    """Never used, or last used more than stale_after_days ago. A last_accessed in the future
+    never makes a memory stale; a memory used but with no last_accessed falls back to
+    updated_at, then created_at."""
+    if int(mem.data.get("access_count") or 0) == 0:
+        return True
+    last = mem.ts("last_accessed") or mem.ts("updated_at") or mem.ts("created_at")
+    return last is not None and now - last > dt.timedelta(days=cfg.stale_after_days)

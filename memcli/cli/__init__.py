@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memcli.cli import store_cmds  # noqa: F401  (registers commands)
+from memcli.cli import runs, store_cmds  # noqa: F401  (registers commands)
 from memcli.cli.app import app
 
 

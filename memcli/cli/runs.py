@@ -1,0 +1,249 @@
+"""Consolidation commands: consolidate, apply, log, stats, review."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memcli import engine, history
+from memcli.cli.app import app, emit_json, opts
+from memcli.errors import MemcliError
+from memcli.model import Outcome
+
+console = Console()
+err_console = Console(stderr=True)
+review_app = typer.Typer(help="The review queue: pairs a person should look at.", no_args_is_help=True)
+app.add_typer(review_app, name="review")
+
+
+@app.command()
+def consolidate(
+    ctx: typer.Context,
+    trigger: str = typer.Option("manual", "--trigger", help="manual, weekly, session_end or index_overflow."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what a run would do; write nothing."),
+    limit: int = typer.Option(None, "--limit", help="Most memories to touch (0 = no limit)."),
+    consent: bool = typer.Option(False, "--consent", help="Treat USER memories as consented."),
+    llm: bool = typer.Option(None, "--llm/--no-llm", help="Use the LLM helper for this run."),
+    plan_out: Path = typer.Option(None, "--plan-out", help="Save the plan to FILE (implies --dry-run)."),
+) -> None:
+    """Run one consolidation pass: merge duplicates, summarise verbose episodic memories,
+    promote proven procedures, archive stale entries; log every decision.
+
+    Example: memcli consolidate --dry-run      (then: memcli consolidate)
+    """
+    o = opts(ctx)
+    if trigger not in engine.TRIGGERS:
+        raise MemcliError(f"unknown trigger {trigger!r} (use one of {', '.join(engine.TRIGGERS)})")
+    if limit is not None and limit < 0:
+        raise MemcliError("--limit must be 0 (no limit) or more")
+    store = o.open_store()
+    with _progress(o.json or o.quiet) as progress:
+        outcome = engine.consolidate(store, trigger=trigger, dry_run=dry_run, limit=limit,
+                                     consent=consent, llm=llm, wait=o.wait, progress=progress,
+                                     plan_out=plan_out)
+    render_outcome(outcome, o.json, o.quiet, plan_out)
+
+
+@app.command("apply")
+def apply_plan(ctx: typer.Context, plan_file: Path = typer.Argument(..., metavar="PLAN")) -> None:
+    """Apply exactly a plan saved by `consolidate --plan-out`, after checking every file it
+    touches is still as the plan saw it.
+
+    Example: memcli consolidate --plan-out plan.json && memcli apply plan.json
+    """
+    o = opts(ctx)
+    outcome = history.apply_plan_file(o.open_store(), plan_file, o.wait)
+    render_outcome(outcome, o.json, o.quiet, None)
+
+
+class _progress:
+    """A rich progress bar on a terminal for long runs; nothing for scripts."""
+
+    def __init__(self, silent: bool) -> None:
+        self.enabled = not silent and sys.stderr.isatty()
+        self.bar: Any = None
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return None
+        from rich.progress import Progress
+
+        self.bar = Progress(console=err_console, transient=True)
+        self.bar.start()
+        return self.update
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            self.tasks[stage] = self.bar.add_task(stage, total=total)
+        self.bar.update(self.tasks[stage], completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def render_outcome(outcome: Outcome, as_json: bool, quiet: bool, plan_out: Path | None) -> None:
+    if as_json:
+        emit_json(outcome.to_json())
+        return
+    for note in outcome.notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False)
+    if quiet:
+        return
+    title = ("Dry run: nothing was written. " if outcome.dry_run else "") + (
+        f"Run {outcome.run_id} ({outcome.trigger}) at {outcome.timestamp}")
+    console.print(f"[bold]{title}[/bold]", highlight=False)
+    _actions_table(outcome)
+    _stats_table(outcome)
+    if plan_out is not None:
+        console.print(f"Plan saved to {plan_out}; apply it with: memcli apply {plan_out}", highlight=False)
+    elif outcome.dry_run and outcome.actions:
+        console.print("Apply with: memcli consolidate", highlight=False)
+    elif not outcome.dry_run and outcome.actions:
+        console.print(f"Undo with: memcli undo {outcome.run_id}", highlight=False)
+
+
+def _actions_table(outcome: Outcome) -> None:
+    if not outcome.actions:
+        console.print("No action: the store is consolidated.")
+        return
+    table = Table(show_lines=False)
+    table.add_column("action")
+    table.add_column("memories", overflow="fold")
+    table.add_column("why", overflow="fold")
+    whys = outcome.whys + [""] * (len(outcome.actions) - len(outcome.whys))
+    for action, why in zip(outcome.actions, whys, strict=False):
+        table.add_row(action["type"], _ids(action), why or action.get("reason", ""))
+    console.print(table)
+
+
+def _ids(action: dict[str, Any]) -> str:
+    ids = action.get("source_ids") or action.get("memory_ids") or [action.get("memory_id")]
+    text = ", ".join(str(i) for i in ids)
+    return text + (f" -> {action['result_id']}" if action.get("result_id") else "")
+
+
+def _stats_table(outcome: Outcome) -> None:
+    table = Table(title="Summary", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for key, value in outcome.stats.items():
+        table.add_row(key.replace("_", " "), str(value))
+    console.print(table)
+    if outcome.stats.get("deferred"):
+        console.print(f"{outcome.stats['deferred']} action(s) deferred by max_per_run: run "
+                      "`memcli consolidate` again (or pass --limit 0).", highlight=False)
+
+
+@app.command("log")
+def log_cmd(
+    ctx: typer.Context,
+    last: int = typer.Option(10, "--last", help="How many recent runs to show."),
+    run: str = typer.Option(None, "--run", help="Show one run's actions."),
+) -> None:
+    """Show recent runs from ops/consolidation-log.json, or one run's actions.
+
+    Example: memcli log --last 5      memcli log --run run_01JD...
+    """
+    o = opts(ctx)
+    entries = history.recent_runs(o.open_store(), last, run)
+    if o.json:
+        emit_json({"entries": entries})
+        return
+    if run:
+        for entry in entries:
+            render_outcome(Outcome(entry["run_id"], entry["trigger"], entry["timestamp"],
+                                   entry.get("actions", []), entry.get("stats", {})), False, False, None)
+        return
+    table = Table(title=f"Last {len(entries)} runs")
+    for col in ("run", "when", "trigger", "merged", "summarised", "promoted", "archived", "flagged",
+                "skipped", "deferred", "memories"):
+        table.add_column(col)
+    for e in entries:
+        s = e.get("stats", {})
+        table.add_row(e["run_id"], e["timestamp"], e["trigger"], *(str(s.get(k, 0)) for k in (
+            "memories_merged", "memories_summarized", "memories_promoted", "memories_archived",
+            "flagged", "skipped", "deferred", "memory_count")))
+    console.print(table)
+
+
+@app.command()
+def stats(ctx: typer.Context) -> None:
+    """Counts by scope and type, runs, actions by type, and the memory count over time.
+
+    Example: memcli stats
+    """
+    o = opts(ctx)
+    report = history.store_stats(o.open_store())
+    if o.json:
+        emit_json(report)
+        return
+    _render_stats(report)
+
+
+def _render_stats(report: dict[str, Any]) -> None:
+    table = Table(title=f"{report['memory_count']} live memories, {report['archived_count']} archived")
+    table.add_column("scope")
+    types = sorted({t for counts in report["by_scope_type"].values() for t in counts})
+    for t in types:
+        table.add_column(t, justify="right")
+    for scope, counts in sorted(report["by_scope_type"].items()):
+        table.add_row(scope, *(str(counts.get(t, 0)) for t in types))
+    console.print(table)
+    actions = ", ".join(f"{k} {v}" for k, v in sorted(report["actions_by_type"].items())) or "none"
+    console.print(f"Runs: {report['runs']}   Actions: {actions}", highlight=False)
+    if report["chart"]:
+        console.print("Memory count over time (one bar a run):", highlight=False)
+        console.print(report["chart"], markup=False, highlight=False)
+
+
+@review_app.command("list")
+def review_list(ctx: typer.Context, all_: bool = typer.Option(False, "--all", help="Resolved too.")) -> None:
+    """List the pairs waiting for a person's decision.
+
+    Example: memcli review list
+    """
+    o = opts(ctx)
+    items = history.review_items(o.open_store(), all_)
+    if o.json:
+        emit_json({"items": items})
+        return
+    if not items:
+        console.print("The review queue is empty.")
+        return
+    table = Table(title=f"{len(items)} review item(s)")
+    for col in ("id", "status", "memories", "reason", "similarity", "since"):
+        table.add_column(col, overflow="fold")
+    for i in items:
+        reason = i.get("reason", "") + (f" ({i['guard']})" if i.get("guard") else "")
+        table.add_row(i["id"], i.get("status", ""), " / ".join(i.get("memory_ids", [])), reason,
+                      str(i.get("similarity", "")), str(i.get("created_at", ""))[:10])
+    console.print(table)
+    console.print("Resolve with: memcli review resolve ID --keep-both | --merge", highlight=False)
+
+
+@review_app.command("resolve")
+def review_resolve(
+    ctx: typer.Context,
+    item_id: str = typer.Argument(..., metavar="ID"),
+    keep_both: bool = typer.Option(False, "--keep-both", help="They are different: keep both."),
+    merge: bool = typer.Option(False, "--merge", help="They are the same: merge (newer wins)."),
+) -> None:
+    """Decide a review item: keep both memories, or merge them (logged and undoable).
+
+    Example: memcli review resolve rev_0001 --keep-both
+    """
+    o = opts(ctx)
+    if keep_both == merge:
+        raise MemcliError("choose exactly one of --keep-both or --merge")
+    result = history.resolve_review(o.open_store(), item_id, "merge" if merge else "keep_both", o.wait)
+    if o.json:
+        emit_json(result)
+    elif not o.quiet:
+        console.print(result["message"], highlight=False)

@@ -1,0 +1,535 @@
+"""`consolidate`: plan every rule in order over a simulated store, then apply the plan.
+
+The plan is data (see `model.Plan`): each action carries its log entry, its reason and the
+exact bytes it will write, each file with the hash it must have just before. A dry run renders
+the plan; a real run hands it to `journal.execute`; the log records it; undo reverses it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcli import journal, opsfiles, review, rules
+from memcli.config import Consolidation
+from memcli.model import (
+    Action,
+    FileOp,
+    Memory,
+    Outcome,
+    Plan,
+    encode,
+    format_ts,
+    new_memory_id,
+    new_run_id,
+    now,
+    sha256,
+)
+from memcli.similar import similar_pairs
+from memcli.store import Folder, FolderScan, Problem, Store
+from memcli.summary import extractive_summary
+
+TRIGGERS = ("manual", "weekly", "session_end", "index_overflow")
+Progress = Callable[[str, int, int], None]
+# (details, max_chars) -> (summary, method) ; the LLM path plugs in here
+Summarizer = Callable[[str, int], tuple[str, str]]
+
+
+@dataclass
+class Live:
+    """A memory as the simulated store holds it during planning."""
+
+    mem: Memory
+    folder: Folder
+    rel: str  # path relative to the store
+    run_hash: str | None
+    changed: bool  # since the last run (SPEC 1): in scope for session_end
+
+
+@dataclass
+class RunOptions:
+    trigger: str = "manual"
+    limit: int | None = None
+    consent: bool = False
+    folders: list[Folder] | None = None
+    summarizer: Summarizer | None = None
+    judge: Any = None  # llm.LLMClient-like; grey-zone pairs (SPEC 9)
+    masker: Any = None
+    progress: Progress | None = None
+
+
+@dataclass
+class Planning:
+    """Everything `plan` learned: the plan plus the problems it met on the way."""
+
+    plan: Plan
+    problems: list[Problem] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
+                limit: int | None = None, consent: bool = False, llm: bool | None = None,
+                folders: list[Folder] | None = None, wait: float = 10.0,
+                progress: Progress | None = None, plan_out: Path | None = None) -> Outcome:
+    """One consolidation run: plan, then (unless a dry run) apply under the store lock."""
+    opts = RunOptions(trigger, limit, consent, folders, progress=progress)
+    notes = _attach_llm(store, opts, llm)
+    if dry_run or plan_out is not None:
+        planning = plan(store, opts, now())
+        planning.plan.notes += notes + _pending_note(store)
+        if plan_out is not None:
+            write_plan_file(plan_out, planning.plan)
+        return preview(planning)
+    with store.lock(wait):
+        recovered = journal.recover(store)
+        planning = plan(store, opts, now())
+        planning.plan.notes += notes + recovered
+        return apply(store, planning)
+
+
+def _attach_llm(store: Store, opts: RunOptions, llm: bool | None) -> list[str]:
+    from memcli import llm_bridge  # the LLM path is optional and imported only when asked
+
+    return llm_bridge.attach(store, opts, llm)
+
+
+def _pending_note(store: Store) -> list[str]:
+    if journal.pending(store):
+        return ["an interrupted run is waiting to be recovered; the next writing command "
+                "(or `memcli doctor --fix`) will do it"]
+    return []
+
+
+# ---------------------------------------------------------------- planning
+
+
+def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
+    """Decide every action of a run at `moment`, in rule order, over a simulated store."""
+    planner = Planner(store, opts, moment)
+    planner.load()
+    planner.merge_duplicates()
+    planner.summarize_verbose()
+    planner.promote_patterns()
+    planner.archive_stale()
+    planner.apply_limit()
+    return Planning(planner.plan, planner.problems)
+
+
+class Planner:
+    """Holds the simulated store while the rules run; each rule adds actions to the plan."""
+
+    def __init__(self, store: Store, opts: RunOptions, moment: dt.datetime) -> None:
+        self.store = store
+        self.cfg: Consolidation = store.settings.consolidation
+        self.opts = opts
+        self.now = moment
+        self.stamp = format_ts(moment)
+        self.plan = Plan(new_run_id(moment), opts.trigger, self.stamp)
+        self.problems: list[Problem] = []
+        self.live: dict[str, Live] = {}
+        self.hashes: dict[str, str | None] = {}  # path -> hash it will have at this point
+        self.state = opsfiles.read_state(store.root)
+        self.had_run = "last_success" in self.state
+        self.queued = review.known_pairs(store.root)
+        self.flagged = [list(f.get("ids", [])) for f in self.state.get("flagged", [])]
+        self.taken_names: set[str] = set()
+        self._all_loaded: list[Live] = []
+
+    # ------------------------------------------------------------ loading
+
+    def load(self) -> None:
+        folders = self._scope_folders()
+        self._progress("reading", 0, len(folders))
+        for position, folder in enumerate(folders):
+            scan = self.store.scan(folder, load=True)
+            self.problems += scan.problems
+            self._take(scan)
+            self._progress("reading", position + 1, len(folders))
+        self._drop_duplicate_ids()
+        self.plan.memory_count = self._count_live()
+        if self.opts.trigger == "session_end":
+            flagged_ids = {i for pair in self.flagged for i in pair}
+            for item in self.live.values():
+                item.changed = item.changed or item.mem.id in flagged_ids
+            self.plan.covered = sorted({i.folder.rel for i in self.live.values() if i.changed})
+        else:
+            self.plan.covered = [f.rel for f in folders]
+        self.plan.flagged_done = [p for p in self.flagged if all(i in self.live for i in p)]
+
+    def _scope_folders(self) -> list[Folder]:
+        if self.opts.folders is not None:
+            return list(self.opts.folders)
+        folders = self.store.memory_folders()
+        if self.opts.trigger == "index_overflow":
+            return [f for f in folders if _file_count(f) > self.cfg.index_overflow]
+        return folders
+
+    def _take(self, scan: FolderScan) -> None:
+        run_hashes = {e["id"]: e.get("run_hash") for e in scan.entries}
+        for mem in scan.memories.values():
+            rel = self.store.rel(mem.path)
+            run_hash = run_hashes.get(mem.id)
+            item = Live(mem, scan.folder, rel, run_hash, run_hash != mem.content_hash)
+            self._all_loaded.append(item)
+            self.live[mem.id] = item
+            self.hashes[rel] = mem.content_hash
+
+    def _drop_duplicate_ids(self) -> None:
+        """An id in two live files is bad input: both are reported and left out of the run."""
+        where: dict[str, list[Live]] = {}
+        for item in self._all_loaded:
+            where.setdefault(item.mem.id, []).append(item)
+        for mem_id, items in where.items():
+            if len(items) > 1:
+                paths = ", ".join(i.rel for i in items)
+                self.problems += [Problem(i.rel, f"duplicate id {mem_id} (in {paths}); left out "
+                                          "until one copy is renamed", "duplicate_id") for i in items]
+                self.live.pop(mem_id, None)
+
+    def _count_live(self) -> int:
+        if self.opts.trigger in ("manual", "weekly") and self.opts.folders is None:
+            return len(self.live)
+        return sum(_file_count(f) for f in self.store.memory_folders())
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        if self.opts.progress is not None:
+            self.opts.progress(stage, done, total)
+
+    # ------------------------------------------------------------ helpers
+
+    def protected(self, item: Live) -> str | None:
+        return rules.protection_reason(item.mem, self.now, self.cfg, self.opts.consent)
+
+    def eligible(self, item: Live) -> bool:
+        """Takes part in the rules at all, and is in this run's scope."""
+        in_scope = item.changed or self.opts.trigger != "session_end"
+        return in_scope and rules.takes_part(item.mem) and item.mem.id in self.live
+
+    def rewrite(self, item: Live, data: dict[str, Any]) -> FileOp:
+        """Plan a rewrite of a live memory in its own format; the simulated store follows."""
+        raw = encode(data, item.mem.fmt)
+        op = FileOp("write", item.rel, self.hashes[item.rel], raw)
+        item.mem = Memory(data, item.mem.path, item.mem.fmt, sha256(raw))
+        self.hashes[item.rel] = op.after
+        return op
+
+    def archive_ops(self, item: Live, data: dict[str, Any]) -> list[FileOp]:
+        """Plan the move of a memory into archive/ (whole, with the archive fields)."""
+        raw = encode(data, item.mem.fmt)
+        dest = self._archive_name(item.mem.id, item.mem.fmt)
+        ops = [FileOp("create", dest, None, raw), FileOp("remove", item.rel, self.hashes[item.rel])]
+        self.hashes[dest] = sha256(raw)
+        self.hashes[item.rel] = None
+        del self.live[item.mem.id]
+        return ops
+
+    def _archive_name(self, mem_id: str, fmt: str) -> str:
+        name = f"{mem_id}.{fmt}"
+        if (self.store.archive / name).exists() or name in self.taken_names:
+            name = f"{mem_id}@{self.plan.run_id}.{fmt}"
+        self.taken_names.add(name)
+        return f"archive/{name}"
+
+    def add(self, action: Action) -> None:
+        self.plan.actions.append(action)
+
+    # ------------------------------------------------------------ 3.1 merge duplicates
+
+    def merge_duplicates(self) -> None:
+        blocks: dict[tuple[str, str, str], list[Live]] = {}
+        for item in self.live.values():
+            if rules.takes_part(item.mem):
+                key = (item.folder.rel, item.mem.type, item.mem.subtype)
+                blocks.setdefault(key, []).append(item)
+        for position, key in enumerate(sorted(blocks)):
+            self._progress("comparing", position, len(blocks))
+            block = blocks[key]
+            if self.opts.trigger == "session_end" and not any(i.changed for i in block):
+                continue
+            self._merge_block(sorted(block, key=lambda i: rules.newest_first_key(i.mem), reverse=True))
+
+    def _merge_block(self, block: list[Live]) -> None:
+        texts = [rules.content_text(i.mem.content) for i in block]
+        focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
+        pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus)
+        assigned: set[int] = set()
+        for k in range(len(block)):
+            if k in assigned:
+                continue
+            assigned.add(k)
+            members = self._members(block, k, pairs, assigned)
+            if members:
+                self._resolve_group(block[k], members)
+
+    def _members(self, block: list[Live], k: int, pairs: dict[tuple[int, int], float],
+                 assigned: set[int]) -> list[tuple[Live, float]]:
+        """Older unassigned duplicates of keeper k; guard-rejected pairs are kept apart."""
+        from memcli.guards import guard_rejects
+
+        keeper = block[k]
+        members: list[tuple[Live, float]] = []
+        for m in range(k + 1, len(block)):
+            score = pairs.get((k, m))
+            if m in assigned or score is None or not rules.is_duplicate_pair(
+                    keeper.mem, block[m].mem, score, self.cfg):
+                continue
+            guard = guard_rejects(rules.raw_text(block[m].mem.content),
+                                  rules.raw_text(keeper.mem.content)) if self.cfg.guards else None
+            if guard:
+                self._keep_apart(block[m], keeper, guard, score)
+                continue
+            assigned.add(m)
+            members.append((block[m], score))
+        return members
+
+    def _keep_apart(self, older: Live, newer: Live, guard: str, score: float) -> None:
+        ids = [older.mem.id, newer.mem.id]
+        item = None
+        if review.pair_key(ids) not in self.queued:
+            self.queued.add(review.pair_key(ids))
+            item = self._review_item(ids, "possible_contradiction", score, guard=guard)
+        self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids, "reason": guard},
+                        f"{ids[0]} and {ids[1]} look alike ({score:.2f}) but the {guard} guard "
+                        "says they disagree: kept both, queued for review", review=item))
+
+    def _review_item(self, ids: list[str], reason: str, score: float, **extra: Any) -> dict[str, Any]:
+        return {"memory_ids": ids, "reason": reason, "similarity": round(score, 4),
+                "run_id": self.plan.run_id, "created_at": self.stamp, **extra}
+
+    def _resolve_group(self, keeper: Live, members: list[tuple[Live, float]]) -> None:
+        """Apply the conflict cases of 3.1 per keeper-member pair, then merge what is left."""
+        eligible: list[Live] = []
+        for member, score in members:
+            ids = [member.mem.id, keeper.mem.id]
+            if member.mem.created_by != keeper.mem.created_by:
+                self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids,
+                                                  "reason": "different_authors"},
+                                f"{ids[0]} restates {ids[1]} but they have different authors: kept both"))
+            elif self._both_changed(member, keeper):
+                self._flag_both_changed(ids, score)
+            else:
+                eligible.append(member)
+        if eligible:
+            self._merge_group(keeper, eligible)
+
+    def _both_changed(self, a: Live, b: Live) -> bool:
+        return (rules.edited_since_run(a.mem, a.run_hash, self.had_run)
+                and rules.edited_since_run(b.mem, b.run_hash, self.had_run))
+
+    def _flag_both_changed(self, ids: list[str], score: float) -> None:
+        item = None
+        if review.pair_key(ids) not in self.queued:
+            self.queued.add(review.pair_key(ids))
+            item = self._review_item(ids, "both_changed", score)
+        self.add(Action("flag", {"type": "flag", "memory_ids": ids, "reason": "both_changed"},
+                        f"{ids[0]} and {ids[1]} are duplicates both edited since the last run: "
+                        "queued for review", review=item))
+
+    def _merge_group(self, keeper: Live, members: list[Live]) -> None:
+        group = [keeper, *members]
+        guarded = {i.mem.id: self.protected(i) for i in group}
+        if guarded[keeper.mem.id]:
+            survivor = keeper
+        else:
+            survivor = next((m for m in members if guarded[m.mem.id]), keeper)
+        if survivor is not keeper or guarded[keeper.mem.id]:
+            absorbed = [i for i in group if not guarded[i.mem.id]]
+            if absorbed:
+                self._merge_into_protected(survivor, absorbed, group)
+            return
+        self._merge_plain(keeper, members)
+
+    def _merge_plain(self, keeper: Live, members: list[Live]) -> None:
+        data = rules.merge_into_keeper(keeper.mem.data, [m.mem.data for m in members], self.stamp)
+        ops = [self.rewrite(keeper, data)]
+        for member in members:
+            ops += self.archive_ops(member, self._archived(member, "merged", keeper.mem.id))
+        ids = [m.mem.id for m in reversed(members)] + [keeper.mem.id]
+        self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": keeper.mem.id},
+                        f"merged {len(members)} older duplicate(s) into {keeper.mem.id}",
+                        touches=ids, ops=ops, folders=[keeper.folder.rel, "archive"]))
+
+    def _merge_into_protected(self, survivor: Live, absorbed: list[Live], group: list[Live]) -> None:
+        ops: list[FileOp] = []
+        for item in absorbed:
+            ops += self.archive_ops(item, self._archived(item, "merged", survivor.mem.id))
+        ids = [i.mem.id for i in reversed(absorbed)] + [survivor.mem.id]
+        self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": survivor.mem.id},
+                        f"{survivor.mem.id} is protected and restated by {len(absorbed)} other(s): "
+                        "kept it unchanged, archived the rest",
+                        touches=[i.mem.id for i in group], ops=ops,
+                        folders=[survivor.folder.rel, "archive"]))
+
+    def _archived(self, item: Live, reason: str, superseded_by: str | None = None) -> dict[str, Any]:
+        return rules.archived_record(item.mem.data, reason=reason, folder=item.folder.rel,
+                                     run_id=self.plan.run_id, stamp=self.stamp,
+                                     superseded_by=superseded_by)
+
+    # ------------------------------------------------------------ 3.2 summarise
+
+    def summarize_verbose(self) -> None:
+        for item in self._candidates():
+            if not rules.needs_summary(item.mem, self.now, self.cfg):
+                continue
+            details = str(item.mem.content["details"])
+            text, method = self._summarize(details)
+            data = rules.summarized_record(item.mem.data, text, self.stamp)
+            self.add(Action("summarize", {"type": "summarize", "memory_id": item.mem.id, "method": method},
+                            f"summarised {item.mem.id}: {len(details)} -> {len(text)} characters "
+                            f"({method})", touches=[item.mem.id], ops=[self.rewrite(item, data)],
+                            folders=[item.folder.rel]))
+
+    def _summarize(self, details: str) -> tuple[str, str]:
+        limit = self.cfg.summary_max_chars
+        if self.opts.summarizer is not None:
+            return self.opts.summarizer(details, limit)
+        return extractive_summary(details, limit), "extractive"
+
+    def _candidates(self) -> list[Live]:
+        """Unprotected memories in scope, in a stable order (folder, then id)."""
+        items = sorted(self.live.values(), key=lambda i: (i.folder.rel, i.mem.id))
+        return [i for i in items if self.eligible(i) and not self.protected(i)]
+
+    # ------------------------------------------------------------ 3.3 promote
+
+    def promote_patterns(self) -> None:
+        for item in self._candidates():
+            target = rules.promotion_target(item.mem, self.cfg)
+            if target is not None:
+                self._promote(item, target)
+
+    def _promote(self, item: Live, target: str) -> None:
+        scope_id = self.store.settings.team_for(item.folder.scope_id) if target == "team" else "global"
+        folder = self.store.folder(target, scope_id)
+        new_id = self._new_id(f"{item.mem.id}>{target}")
+        copy = rules.promoted_copy(item.mem.data, new_id=new_id, scope=target, scope_id=scope_id,
+                                   stamp=self.stamp)
+        raw = encode(copy, item.mem.fmt)
+        dest = self.store.rel(folder.path / f"{new_id}.{item.mem.fmt}")
+        self.hashes[dest] = sha256(raw)
+        ops = [FileOp("create", dest, None, raw),
+               self.rewrite(item, {**item.mem.data, "promoted_to": new_id})]
+        self.add(Action("promote", {"type": "promote", "memory_id": item.mem.id, "result_id": new_id,
+                                    "to_scope": target},
+                        f"promoted {item.mem.id} ({item.mem.data.get('access_count')} uses) "
+                        f"to {folder.rel} as {new_id}", touches=[item.mem.id], ops=ops,
+                        folders=[item.folder.rel, folder.rel]))
+
+    def _new_id(self, seed: str) -> str:
+        """A new id that a dry run and the real run at the same moment agree on."""
+        for attempt in range(100):
+            candidate = new_memory_id(self.now, f"{seed}#{attempt}")
+            if candidate not in self.live and not self._id_known(candidate):
+                self.taken_names.add(candidate)
+                return candidate
+        return new_memory_id(self.now)
+
+    def _id_known(self, mem_id: str) -> bool:
+        if mem_id in self.taken_names:
+            return True
+        return any(self.store.archive.glob(f"{mem_id}*"))
+
+    # ------------------------------------------------------------ 3.4 archive stale
+
+    def archive_stale(self) -> None:
+        for item in self._candidates():
+            if rules.is_stale(item.mem, self.now, self.cfg):
+                ops = self.archive_ops(item, self._archived(item, "stale"))
+                self.add(Action("archive", {"type": "archive", "memory_id": item.mem.id, "reason": "stale"},
+                                f"archived {item.mem.id}: " + _stale_why(item.mem),
+                                touches=[item.mem.id], ops=ops, folders=[item.folder.rel, "archive"]))
+
+    # ------------------------------------------------------------ 3.5 limits
+
+    def apply_limit(self) -> None:
+        """Keep actions in plan order until they would touch more than the limit; the rest of
+        the writing actions are deferred to a later run."""
+        limit = self.cfg.max_per_run if self.opts.limit is None else self.opts.limit
+        kept: list[Action] = []
+        used = 0
+        cut = False
+        for action in self.plan.actions:
+            if not action.touches:
+                kept.append(action)
+            elif cut or (limit and used + len(action.touches) > limit):
+                cut = True
+                self.plan.deferred.append(action)
+            else:
+                used += len(action.touches)
+                kept.append(action)
+        self.plan.actions = kept
+
+
+def _stale_why(mem: Memory) -> str:
+    if int(mem.data.get("access_count") or 0) == 0:
+        return "never used"
+    return f"last used {str(mem.data.get('last_accessed') or mem.data.get('updated_at'))[:10]}"
+
+
+def _file_count(folder: Folder) -> int:
+    from memcli.model import fmt_of
+
+    try:
+        return sum(1 for p in folder.path.iterdir() if fmt_of(p) is not None)
+    except FileNotFoundError:
+        return 0
+
+
+# ---------------------------------------------------------------- applying and reporting
+
+
+def apply(store: Store, planning: Planning) -> Outcome:
+    """Execute a plan (the caller holds the lock), then log it and update the store's state."""
+    started = time.monotonic()
+    plan = planning.plan
+    applied = journal.execute(store, plan)
+    outcome = _outcome(plan, applied.actions, applied.skips, started)
+    journal.commit(store, plan.run_id, {
+        "folders": sorted({f for a in applied.actions for f in a.folders}),
+        "covered": plan.covered,
+        "review": [a.review for a in applied.actions if a.review],
+        "state": {"run_id": plan.run_id, "at": plan.at, "trigger": plan.trigger,
+                  "success": plan.trigger in TRIGGERS or plan.trigger == "review",
+                  "flagged_done": plan.flagged_done},
+        "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
+                      "actions": outcome.actions, "stats": outcome.stats},
+    })
+    outcome.notes += [str(p) for p in planning.problems if p.severity == "error"]
+    return outcome
+
+
+def preview(planning: Planning) -> Outcome:
+    """What a real run at the same moment would do; writes nothing."""
+    outcome = _outcome(planning.plan, planning.plan.actions, [], time.monotonic())
+    outcome.dry_run = True
+    return outcome
+
+
+def _outcome(plan: Plan, actions: list[Action], skips: list[dict[str, Any]], started: float) -> Outcome:
+    logged = [a.log for a in actions] + skips
+    merged = sum(len(a.log["source_ids"]) - 1 for a in actions if a.type == "merge")
+    created = sum(1 for a in actions if a.type == "promote")
+    archived = sum(1 for a in actions if a.type == "archive")
+    stats = {"memories_merged": merged,
+             "memories_summarized": sum(1 for a in actions if a.type == "summarize"),
+             "memories_promoted": created, "memories_archived": archived,
+             "flagged": sum(1 for a in actions if a.type == "flag"), "skipped": len(skips),
+             "deferred": len(plan.deferred),
+             "memory_count": plan.memory_count - merged - archived + created,
+             "duration_ms": int((time.monotonic() - started) * 1000)}
+    return Outcome(plan.run_id, plan.trigger, plan.at, logged, stats,
+                   deferred=[a.log for a in plan.deferred], notes=list(plan.notes),
+                   whys=[a.why for a in actions])
+
+
+def write_plan_file(path: Path, plan: Plan) -> None:
+    """Save a reviewed plan for `memcli apply` (outside the store, so a plain write)."""
+    import orjson
+
+    path.write_bytes(orjson.dumps(plan.to_json(), option=orjson.OPT_INDENT_2))

@@ -1,0 +1,277 @@
+"""Applying a plan safely, and recovering a run that died (SPEC sections 3 and 8).
+
+Before its first change a run writes `ops/journal-<run_id>.json`: every file it plans to
+touch. Each file is copied to `archive/runs/<run_id>/<path>` (its pre-image) before the run
+first changes it. When all memory changes are done the journal is marked committed, with
+what is left to do (indices, review queue, state, log); the journal is removed last.
+The next command that finds a journal finishes a committed run or rolls an uncommitted one
+back from its pre-images (files it created move to `archive/runs/<run_id>/rolled-back/`),
+so the store is never left half-changed and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memcli import fsops, log, opsfiles, review
+from memcli.errors import MemcliError
+from memcli.model import Action, FileOp, Plan, sha256
+from memcli.store import Store
+
+JOURNAL_GLOB = "journal-*.json"
+
+
+@dataclass
+class Applied:
+    actions: list[Action] = field(default_factory=list)
+    skips: list[dict[str, Any]] = field(default_factory=list)
+    manifest: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_dir(store: Store, run_id: str) -> Path:
+    return store.archive / "runs" / run_id
+
+
+def journal_path(store: Store, run_id: str) -> Path:
+    return store.ops / f"journal-{run_id}.json"
+
+
+def pending(store: Store) -> list[Path]:
+    return sorted(store.ops.glob(JOURNAL_GLOB)) if store.ops.is_dir() else []
+
+
+# ---------------------------------------------------------------- apply
+
+
+def execute(store: Store, plan: Plan) -> Applied:
+    """Carry out the plan's actions in order, each only if its files are as planned."""
+    if run_dir(store, plan.run_id).exists():
+        raise MemcliError(f"run {plan.run_id} was already applied (archive/runs/{plan.run_id} exists)")
+    paths = [{"path": op.path, "kind": op.kind, "expect": op.expect, "after": op.after}
+             for action in plan.actions for op in action.ops]
+    _write_journal(store, plan.run_id, {"run_id": plan.run_id, "phase": "applying", "files": paths})
+    applied = Applied()
+    seen: dict[str, str | None] = {}  # path -> hash on disk now, once looked at
+    before: dict[str, str | None] = {}
+    skipped_after: set[str] = set()  # hashes an action that was skipped would have written
+    for action in plan.actions:
+        stale = _first_mismatch(store, action, seen)
+        if stale is not None:
+            applied.skips.append(_skip_entry(action, stale, skipped_after))
+            skipped_after.update(op.after for op in action.ops if op.after)
+            continue
+        for op in action.ops:
+            _do(store, plan.run_id, op, seen, before)
+        applied.actions.append(action)
+    applied.manifest = _manifest(store, plan.run_id, before, seen)
+    return applied
+
+
+def _first_mismatch(store: Store, action: Action, seen: dict[str, str | None]) -> FileOp | None:
+    for op in action.ops:
+        if op.path not in seen:
+            seen[op.path] = _hash_of(store.root / op.path)
+        if seen[op.path] != op.expect:
+            return op
+    return None
+
+
+def _skip_entry(action: Action, op: FileOp, skipped_after: set[str]) -> dict[str, Any]:
+    reason = "depends_on_skipped" if op.expect in skipped_after else "modified_during_run"
+    mem_id = Path(op.path).stem.split("@")[0]
+    return {"type": "skip", "memory_id": mem_id, "reason": reason, "action": action.type}
+
+
+def _do(store: Store, run_id: str, op: FileOp, seen: dict[str, str | None],
+        before: dict[str, str | None]) -> None:
+    path = store.root / op.path
+    if op.path not in before:
+        before[op.path] = seen[op.path]
+        if seen[op.path] is not None:
+            _pre_image(store, run_id, op.path, path.read_bytes())
+    if op.kind == "write":
+        fsops.write_replace(path, op.data or b"")
+    elif op.kind == "create":
+        fsops.ensure_parent(path)
+        fsops.write_new(path, op.data or b"")
+    elif op.kind == "remove":
+        fsops.unlink(path)  # its bytes are in the pre-image taken just above
+    seen[op.path] = op.after
+
+
+def _pre_image(store: Store, run_id: str, rel: str, data: bytes) -> None:
+    target = run_dir(store, run_id) / rel
+    if not target.exists():
+        fsops.ensure_parent(target)
+        fsops.write_new(target, data)
+
+
+def _manifest(store: Store, run_id: str, before: dict[str, str | None],
+              seen: dict[str, str | None]) -> list[dict[str, Any]]:
+    files = [{"path": rel, "sha256_before": before[rel], "sha256_after": seen[rel],
+              "pre_image": f"archive/runs/{run_id}/{rel}" if before[rel] else None}
+             for rel in before]
+    if files:
+        target = run_dir(store, run_id) / "manifest.json"
+        fsops.ensure_parent(target)
+        fsops.write_new(target, orjson.dumps({"run_id": run_id, "files": files},
+                                             option=orjson.OPT_INDENT_2))
+    return files
+
+
+def _hash_of(path: Path) -> str | None:
+    try:
+        return sha256(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+# ---------------------------------------------------------------- finish (also after a crash)
+
+
+def commit(store: Store, run_id: str, finish: dict[str, Any]) -> None:
+    """Mark the run's memory changes done and record what is left, then do it."""
+    data = {"run_id": run_id, "phase": "committed", **finish}
+    fsops.write_replace(journal_path(store, run_id), orjson.dumps(data))
+    complete(store, data)
+
+
+def complete(store: Store, data: dict[str, Any]) -> None:
+    """Indices, review queue, state and log for a committed run; idempotent."""
+    pause = store.settings.consolidation.index_pause_ms / 1000
+    covered = set(data.get("covered", []))
+    for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered)):
+        if position and pause:
+            time.sleep(pause)  # spreads index rewrites out for readers on slow disks
+        _reindex_folder(store, rel, refresh_run_hash=rel in covered)
+    review.add_items(store.root, data.get("review", []))
+    _update_state(store, data.get("state", {}))
+    if data.get("log_entry"):
+        log.append(store.root, data["log_entry"])
+    journal = journal_path(store, data["run_id"])
+    if journal.exists():
+        fsops.unlink(journal)
+
+
+def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> None:
+    folder = _folder_of(store, rel)
+    if folder is None:
+        return
+    scan = store.scan(folder, load=False)
+    if refresh_run_hash:
+        for entry in scan.entries:
+            entry["run_hash"] = entry["content_hash"]
+    if refresh_run_hash or scan.drift:
+        store.save_index(folder, scan.entries)
+
+
+def _folder_of(store: Store, rel: str) -> Any:
+    parts = rel.split("/")
+    if parts[0] in ("global", "archive"):
+        return store.folder(parts[0], parts[0])
+    if len(parts) == 2 and (store.root / rel).is_dir():
+        return store.folder(parts[0], parts[1])
+    return None
+
+
+def _update_state(store: Store, update: dict[str, Any]) -> None:
+    if not update:
+        return
+    state = opsfiles.read_state(store.root)
+    trigger, stamp = update.get("trigger"), update.get("at")
+    entry = {"run_id": update.get("run_id"), "at": stamp}
+    state.setdefault("runs", {})[str(trigger)] = entry
+    if update.get("success"):
+        state["last_success"] = {**entry, "trigger": trigger}
+    done = {review.pair_key(p) for p in update.get("flagged_done", [])}
+    if done:
+        state["flagged"] = [f for f in state.get("flagged", [])
+                            if review.pair_key(f.get("ids", [])) not in done]
+    for key, value in update.get("extra", {}).items():
+        state[key] = value
+    opsfiles.write_state(store.root, state)
+
+
+def _write_journal(store: Store, run_id: str, data: dict[str, Any]) -> None:
+    fsops.ensure_parent(journal_path(store, run_id))
+    fsops.write_new(journal_path(store, run_id), orjson.dumps(data))
+
+
+# ---------------------------------------------------------------- recovery
+
+
+def recover(store: Store) -> list[str]:
+    """Finish or roll back every run a crash left half-done; returns what was done, for people."""
+    messages: list[str] = []
+    for path in pending(store):
+        try:
+            data = orjson.loads(path.read_bytes())
+            run_id = str(data["run_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            messages.append(f"unreadable journal {store.rel(path)} left in place; see `memcli doctor`")
+            continue
+        if data.get("phase") == "committed":
+            complete(store, data)
+            messages.append(f"finished interrupted run {run_id}")
+        else:
+            count = rollback(store, run_id, data.get("files", []))
+            messages.append(f"rolled back interrupted run {run_id} ({count} file(s) restored)")
+    removed = remove_tmp_files(store)
+    if removed:
+        messages.append(f"removed {removed} temporary file(s) left by an interrupted write")
+    return messages
+
+
+def rollback(store: Store, run_id: str, files: list[dict[str, Any]]) -> int:
+    """Put every file the run touched back to its pre-image; move files it created aside."""
+    restored = 0
+    folders: set[str] = set()
+    for rel in dict.fromkeys(f["path"] for f in files):
+        folders.add(str(Path(rel).parent))
+        restored += _restore_one(store, run_id, rel)
+    for rel in sorted(folders):
+        _reindex_folder(store, rel, refresh_run_hash=False)
+    fsops.unlink(journal_path(store, run_id))
+    return restored
+
+
+def _restore_one(store: Store, run_id: str, rel: str) -> int:
+    pre = run_dir(store, run_id) / rel
+    live = store.root / rel
+    if pre.exists():
+        data = pre.read_bytes()
+        if _hash_of(live) == sha256(data):
+            return 0
+        if live.exists():
+            fsops.write_replace(live, data)
+        else:
+            fsops.ensure_parent(live)
+            fsops.write_new(live, data)
+        return 1
+    if live.exists() and _created_by_run(store, run_id, rel):
+        aside = run_dir(store, run_id) / "rolled-back" / rel
+        fsops.ensure_parent(aside)
+        fsops.move(live, aside)
+        return 1
+    return 0
+
+
+def _created_by_run(store: Store, run_id: str, rel: str) -> bool:
+    """A file with no pre-image was either never touched or created by the run: only the
+    journal's `create` entries may be moved aside."""
+    journal = journal_path(store, run_id)
+    data = orjson.loads(journal.read_bytes())
+    return any(f["path"] == rel and f["kind"] == "create" for f in data.get("files", []))
+
+
+def remove_tmp_files(store: Store) -> int:
+    count = 0
+    for path in list(fsops.leftover_tmp_files(store.root)):
+        fsops.unlink(path)
+        count += 1
+    return count
