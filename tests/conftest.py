@@ -1,0 +1,142 @@
+"""Shared fixtures: a store in tmp_path, a memory factory, and store invariants."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from memcli.model import encode, format_ts, new_memory_id, parse_ts
+
+NOW = "2026-11-22T00:00:00Z"
+NOW_DT = parse_ts(NOW)[0]
+TOML = """\
+[consolidation]
+index_pause_ms = 0
+
+[teams]
+default_team = "team"
+coder = "backend"
+"""
+
+
+def days_ago(days: float) -> str:
+    return format_ts(NOW_DT - dt.timedelta(days=days))
+
+
+@pytest.fixture(autouse=True)
+def _clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs at a fixed moment, with no LLM key from the developer's shell."""
+    monkeypatch.setenv("MEMCLI_NOW", NOW)
+    monkeypatch.delenv("MEMCLI_STORE", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("MEMCLI_CRASH_AT", raising=False)
+    monkeypatch.delenv("MEMCLI_AUTHOR", raising=False)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """An empty store with index_pause_ms = 0."""
+    root = tmp_path / "store"
+    for sub in ("ops", "archive", "global"):
+        (root / sub).mkdir(parents=True)
+    (root / "memcli.toml").write_text(TOML)
+    return root
+
+
+_counter = [0]
+
+
+def record(**fields: Any) -> dict[str, Any]:
+    """A valid record, 60 days old and recently used unless told otherwise."""
+    _counter[0] += 1
+    created = fields.pop("created_at", days_ago(60))
+    data: dict[str, Any] = {
+        "id": fields.pop("id", None) or new_memory_id(parse_ts(created)[0], f"t{_counter[0]}"),
+        "type": "semantic", "subtype": "fact", "scope": "agent", "scope_id": "coder",
+        "tags": ["x"], "priority": "normal", "created_by": "agent:coder", "consent": False,
+        "created_at": created, "updated_at": fields.pop("updated_at", created),
+        "last_accessed": days_ago(5), "access_count": 1,
+        "content": {"summary": fields.pop("summary", f"memory number {_counter[0]}")},
+        "supersedes": [], "superseded_by": [], "promoted_to": None, "promoted_from": None,
+    }
+    details = fields.pop("details", None)
+    if details is not None:
+        data["content"]["details"] = details
+    data.update(fields)
+    return data
+
+
+def write_memory(root: Path, data: dict[str, Any], fmt: str = "json") -> Path:
+    """Put a record where its scope says, as a hand-written file would be."""
+    scope = data.get("scope", "agent")
+    folder = root / "global" if scope == "global" else root / scope / data.get("scope_id", "coder")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{data['id']}.{fmt}"
+    path.write_bytes(encode(data, fmt))
+    return path
+
+
+def add(root: Path, fmt: str = "json", **fields: Any) -> dict[str, Any]:
+    data = record(**fields)
+    write_memory(root, data, fmt)
+    return data
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every memory file's bytes, by path relative to the store (indices and ops aside)."""
+    out: dict[str, bytes] = {}
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if path.is_file() and rel.parts[0] in ("agent", "team", "global") and path.name != "_index.json":
+            out[str(rel)] = path.read_bytes()
+    return out
+
+
+def all_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def ids_everywhere(root: Path) -> dict[str, list[str]]:
+    """id -> places (live folders and archive) holding a file for it."""
+    found: dict[str, list[str]] = {}
+    for path in root.rglob("mem_*"):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "archive" and len(rel.parts) > 2:
+            continue  # pre-images under archive/runs are not memories
+        found.setdefault(path.stem.split("@")[0], []).append(str(rel))
+    return found
+
+
+def assert_invariants(root: Path) -> None:
+    """No temporary file or journal left; every index lists exactly its folder's files."""
+    leftovers = [str(p) for p in root.rglob("*.tmp")] + [str(p) for p in (root / "ops").glob("journal-*")]
+    assert not leftovers, leftovers
+    for index_path in root.rglob("_index.json"):
+        folder = index_path.parent
+        index = orjson.loads(index_path.read_bytes())
+        files = sorted(p.name for p in folder.iterdir()
+                       if p.suffix in (".json", ".md") and not p.name.startswith(("_", ".")))
+        assert sorted(e["file"] for e in index["entries"]) == files, folder
+        assert index["entry_count"] == len(index["entries"])
+
+
+def load(path: Path) -> dict[str, Any]:
+    from memcli.model import decode
+
+    return decode(path.read_bytes(), "md" if path.suffix == ".md" else "json")
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Iterator[Path]:
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        yield tmp_path
+    finally:
+        os.chdir(old)
