@@ -57,10 +57,12 @@ def record(**fields: Any) -> dict[str, Any]:
     _counter[0] += 1
     created = fields.pop("created_at", days_ago(60))
     data: dict[str, Any] = {
-        "id": fields.pop("id", None) or new_memory_id(parse_ts(created)[0], f"t{_counter[0]}"),
+        "id": fields.pop("id", None) or new_memory_id(_moment(created), f"t{_counter[0]}"),
         "type": "semantic", "subtype": "fact", "scope": "agent", "scope_id": "coder",
         "tags": ["x"], "priority": "normal", "created_by": "agent:coder", "consent": False,
-        "created_at": created, "updated_at": fields.pop("updated_at", created),
+        "created_at": created,
+        "updated_at": fields.pop("updated_at", created if isinstance(created, str) and created.endswith("Z")
+                                 else days_ago(60)),
         "last_accessed": days_ago(5), "access_count": 1,
         "content": {"summary": fields.pop("summary", f"memory number {_counter[0]}")},
         "supersedes": [], "superseded_by": [], "promoted_to": None, "promoted_from": None,
@@ -70,6 +72,13 @@ def record(**fields: Any) -> dict[str, Any]:
         data["content"]["details"] = details
     data.update(fields)
     return data
+
+
+def _moment(value: object) -> dt.datetime:
+    try:
+        return parse_ts(str(value))[0]
+    except ValueError:
+        return NOW_DT
 
 
 def write_memory(root: Path, data: dict[str, Any], fmt: str = "json") -> Path:
