@@ -64,7 +64,7 @@ def record(**fields: Any) -> dict[str, Any]:
         "updated_at": fields.pop("updated_at", created if isinstance(created, str) and created.endswith("Z")
                                  else days_ago(60)),
         "last_accessed": days_ago(5), "access_count": 1,
-        "content": {"summary": fields.pop("summary", f"memory number {_counter[0]}")},
+        "content": {"summary": fields.pop("summary", _gibberish(_counter[0]))},
         "supersedes": [], "superseded_by": [], "promoted_to": None, "promoted_from": None,
     }
     details = fields.pop("details", None)
@@ -72,6 +72,14 @@ def record(**fields: Any) -> dict[str, Any]:
         data["content"]["details"] = details
     data.update(fields)
     return data
+
+
+def _gibberish(n: int) -> str:
+    """A unique summary unlike any other, so that factory records are never duplicates."""
+    import hashlib
+
+    letters = "".join(chr(97 + b % 26) for b in hashlib.sha256(str(n).encode()).digest())
+    return " ".join(letters[i:i + 8] for i in range(0, 32, 8))
 
 
 def _moment(value: object) -> dt.datetime:

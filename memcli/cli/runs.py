@@ -98,15 +98,15 @@ def render_outcome(outcome: Outcome, as_json: bool, quiet: bool, plan_out: Path 
         return
     title = ("Dry run: nothing was written. " if outcome.dry_run else "") + (
         f"Run {outcome.run_id} ({outcome.trigger}) at {outcome.timestamp}")
-    console.print(f"[bold]{title}[/bold]", highlight=False)
+    console.print(title, style="bold", highlight=False, markup=False, soft_wrap=True)
     _actions_table(outcome)
     _stats_table(outcome)
     if plan_out is not None:
-        console.print(f"Plan saved to {plan_out}; apply it with: memcli apply {plan_out}", highlight=False)
+        print(f"Plan saved to {plan_out}; apply it with: memcli apply {plan_out}")
     elif outcome.dry_run and outcome.actions:
-        console.print("Apply with: memcli consolidate", highlight=False)
+        print("Apply with: memcli consolidate")
     elif not outcome.dry_run and outcome.actions:
-        console.print(f"Undo with: memcli undo {outcome.run_id}", highlight=False)
+        print(f"Undo with: memcli undo {outcome.run_id}")
 
 
 def _actions_table(outcome: Outcome) -> None:
