@@ -128,7 +128,7 @@ _text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
 
 @settings(max_examples=60, deadline=None)
 @given(tags=st.lists(_text.filter(str.strip), max_size=4), summary=_text,
-       extra=st.dictionaries(st.from_regex(r"[a-z]{1,8}", fullmatch=True), st.integers() | _text, max_size=3))
+       extra=st.dictionaries(st.from_regex(r"[a-z]{1,8}", fullmatch=True), st.integers(-2**63, 2**63 - 1) | _text, max_size=3))
 def test_json_round_trip_property(tags: list[str], summary: str, extra: dict[str, object]) -> None:
     data = record(tags=tags, summary=summary)
     data.update({f"x_{k}": v for k, v in extra.items()})
