@@ -34,6 +34,7 @@ from memcli.store import Folder, FolderScan, Problem, Store
 from memcli.summary import extractive_summary
 
 TRIGGERS = ("manual", "weekly", "session_end", "index_overflow")
+DISCOVERY_FLOOR = 0.60  # SPEC 9: pairs from here up to content_similarity may go to the LLM
 Progress = Callable[[str, int, int], None]
 # (details, max_chars) -> (summary, method) ; the LLM path plugs in here
 Summarizer = Callable[[str, int], tuple[str, str]]
@@ -140,6 +141,7 @@ class Planner:
         self.flagged = [list(f.get("ids", [])) for f in self.state.get("flagged", [])]
         self.taken_names: set[str] = set()
         self._all_loaded: list[Live] = []
+        self.grey: list[tuple[Live, Live, float, str | None]] = []  # (older, newer, score, guard)
 
     # ------------------------------------------------------------ loading
 
@@ -253,11 +255,14 @@ class Planner:
             if self.opts.trigger == "session_end" and not any(i.changed for i in block):
                 continue
             self._merge_block(sorted(block, key=lambda i: rules.newest_first_key(i.mem), reverse=True))
+        if self.opts.judge is not None:
+            self._judge_grey()
 
     def _merge_block(self, block: list[Live]) -> None:
         texts = [rules.content_text(i.mem.content) for i in block]
         focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
-        pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus)
+        floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
+        pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus, floor=floor)
         assigned: set[int] = set()
         for k in range(len(block)):
             if k in assigned:
@@ -266,6 +271,8 @@ class Planner:
             members = self._members(block, k, pairs, assigned)
             if members:
                 self._resolve_group(block[k], members)
+        if self.opts.judge is not None:
+            self._collect_grey(block, pairs)
 
     def _members(self, block: list[Live], k: int, pairs: dict[tuple[int, int], float],
                  assigned: set[int]) -> list[tuple[Live, float]]:
@@ -283,6 +290,8 @@ class Planner:
                                   rules.raw_text(keeper.mem.content)) if self.cfg.guards else None
             if guard:
                 self._keep_apart(block[m], keeper, guard, score)
+                if self.opts.judge is not None:
+                    self.grey.append((block[m], keeper, score, guard))
                 continue
             assigned.add(m)
             members.append((block[m], score))
@@ -331,7 +340,7 @@ class Planner:
                         f"{ids[0]} and {ids[1]} are duplicates both edited since the last run: "
                         "queued for review", review=item))
 
-    def _merge_group(self, keeper: Live, members: list[Live]) -> None:
+    def _merge_group(self, keeper: Live, members: list[Live], summary: str | None = None) -> None:
         group = [keeper, *members]
         guarded = {i.mem.id: self.protected(i) for i in group}
         if guarded[keeper.mem.id]:
@@ -343,10 +352,12 @@ class Planner:
             if absorbed:
                 self._merge_into_protected(survivor, absorbed, group)
             return
-        self._merge_plain(keeper, members)
+        self._merge_plain(keeper, members, summary)
 
-    def _merge_plain(self, keeper: Live, members: list[Live]) -> None:
+    def _merge_plain(self, keeper: Live, members: list[Live], summary: str | None = None) -> None:
         data = rules.merge_into_keeper(keeper.mem.data, [m.mem.data for m in members], self.stamp)
+        if summary:  # the LLM may word the merged summary (SPEC 9)
+            data["content"] = {**data["content"], "summary": summary}
         ops = [self.rewrite(keeper, data)]
         for member in members:
             ops += self.archive_ops(member, self._archived(member, "merged", keeper.mem.id))
@@ -370,6 +381,76 @@ class Planner:
         return rules.archived_record(item.mem.data, reason=reason, folder=item.folder.rel,
                                      run_id=self.plan.run_id, stamp=self.stamp,
                                      superseded_by=superseded_by)
+
+    # ------------------------------------------------------------ SPEC 9: grey-zone pairs
+
+    def _collect_grey(self, block: list[Live], pairs: dict[tuple[int, int], float]) -> None:
+        """Pairs in the discovery band [0.60, 0.80] that meet the tag rule, for the LLM."""
+        for (i, j), score in sorted(pairs.items()):
+            newer, older = block[i], block[j]  # the block is sorted newest first
+            if score > self.cfg.content_similarity or not self._both_live(older, newer):
+                continue
+            if rules.is_duplicate_pair(older.mem, newer.mem, 1.0, self.cfg):  # tags, type, links
+                self.grey.append((older, newer, score, None))
+
+    def _both_live(self, a: Live, b: Live) -> bool:
+        return a.mem.id in self.live and b.mem.id in self.live
+
+    def _judge_grey(self) -> None:
+        pairs = [(f"{o.mem.id}|{n.mem.id}", rules.raw_text(o.mem.content), rules.raw_text(n.mem.content),
+                  score, guard) for o, n, score, guard in self.grey]
+        from memcli import llm_bridge
+
+        decisions = llm_bridge.judge(self.opts.judge, self.opts.masker, pairs)
+        for (older, newer, score, _guard), decision in zip(self.grey, decisions, strict=True):
+            ids = [older.mem.id, newer.mem.id]
+            self.add(Action("judge", {"type": "judge", "memory_ids": ids, "decision": decision.action,
+                                      "reason": decision.reason, "similarity": round(score, 4)},
+                            f"LLM: {decision.action} ({score:.2f}): {decision.reason}"))
+            if self._both_live(older, newer) and decision.action in ("MERGE", "REPLACE", "UPDATE"):
+                self._apply_decision(older, newer, score, decision)
+
+    def _apply_decision(self, older: Live, newer: Live, score: float, decision: Any) -> None:
+        """MERGE, REPLACE or UPDATE, within the conflict cases of 3.1 and protection."""
+        ids = [older.mem.id, newer.mem.id]
+        if older.mem.created_by != newer.mem.created_by:
+            self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids,
+                                              "reason": "different_authors"},
+                            "the LLM would combine them but they have different authors: kept both"))
+        elif self._both_changed(older, newer):
+            self._flag_both_changed(ids, score)
+        elif decision.action == "MERGE":
+            self._merge_group(newer, [older], summary=decision.merged_summary)
+        elif decision.action == "REPLACE":
+            self._replace(older, newer)
+        else:
+            self._update(older, newer, decision.merged_summary)
+
+    def _replace(self, older: Live, newer: Live) -> None:
+        """The older is archived as superseded by the newer, whose content stays as it is."""
+        if self.protected(older):
+            return
+        ops = self.archive_ops(older, self._archived(older, "replaced", newer.mem.id))
+        ids = [older.mem.id, newer.mem.id]
+        self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": newer.mem.id,
+                                  "method": "llm_replace"},
+                        "the LLM says the newer replaces the older: archived the older",
+                        touches=ids, ops=ops, folders=[older.folder.rel, "archive"]))
+
+    def _update(self, older: Live, newer: Live, summary: str | None) -> None:
+        """The newer takes the older's missing facts; both stay live."""
+        if self.protected(newer):
+            return
+        data = rules.merge_into_keeper(newer.mem.data, [older.mem.data], self.stamp)
+        data.update(access_count=newer.mem.data.get("access_count", 0),
+                    last_accessed=newer.mem.data.get("last_accessed"),
+                    supersedes=newer.mem.data.get("supersedes", []))
+        if summary:
+            data["content"] = {**data["content"], "summary": summary}
+        self.add(Action("update", {"type": "update", "memory_id": newer.mem.id, "source_ids": [older.mem.id],
+                                   "method": "llm"},
+                        f"the LLM enriched {newer.mem.id} with facts from {older.mem.id}; both kept",
+                        touches=[newer.mem.id], ops=[self.rewrite(newer, data)], folders=[newer.folder.rel]))
 
     # ------------------------------------------------------------ 3.2 summarise
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from memcli import fsops, opsfiles, rules
 from memcli.errors import MemcliError
-
 from memcli.model import PRIORITIES, TYPES, Memory, encode, format_ts, new_memory_id
 from memcli.store import Folder, Problem, Store
 

@@ -172,7 +172,7 @@ def _union_list(first: list[Any], second: list[Any]) -> list[Any]:
 def _latest(stamps: list[Any]) -> Any:
     from memcli.model import ts_or_none
 
-    known = [(ts_or_none(s), s) for s in stamps if ts_or_none(s) is not None]
+    known = [(moment, s) for s in stamps if (moment := ts_or_none(s)) is not None]
     return max(known, key=lambda pair: pair[0])[1] if known else None
 
 
@@ -234,7 +234,8 @@ def _scope_from_path(mem: Memory) -> str:
     return mem.path.parent.parent.name if mem.path.parent.parent.name in ("agent", "team") else "global"
 
 
-def promoted_copy(data: dict[str, Any], *, new_id: str, scope: str, scope_id: str, stamp: str) -> dict[str, Any]:
+def promoted_copy(data: dict[str, Any], *, new_id: str, scope: str, scope_id: str,
+                  stamp: str) -> dict[str, Any]:
     """The copy written one level up: a new id, the tag `promoted`, counters reset."""
     out = dict(data)
     tags = list(out.get("tags") or [])

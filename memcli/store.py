@@ -286,7 +286,7 @@ class Store:
             if len(holders) < 2:
                 continue
             paths = [self.rel(holder.memories[mem_id].path) for holder in holders]
-            for holder, path in zip(holders, paths):
+            for holder, path in zip(holders, paths, strict=True):
                 others = ", ".join(p for p in paths if p != path)
                 result.problems.append(Problem(path, f"duplicate id {mem_id} (also in {others}); "
                                                "left out until one copy is renamed", "duplicate_id"))

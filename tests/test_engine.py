@@ -12,7 +12,16 @@ import pytest
 from memcli import engine, opsfiles
 from memcli.model import Outcome, encode
 from memcli.store import Store
-from tests.conftest import add, assert_invariants, days_ago, ids_everywhere, load, record, snapshot, write_memory
+from tests.conftest import (
+    add,
+    assert_invariants,
+    days_ago,
+    ids_everywhere,
+    load,
+    record,
+    snapshot,
+    write_memory,
+)
 
 DUP = "Deploy to staging before production and watch the dashboards for errors"
 WORDS = ["apple orchard harvest", "quantum lattice noise", "river delta sediment", "violin string tension",
@@ -108,7 +117,7 @@ def test_both_changed_since_last_run_are_flagged(store: Path) -> None:
 
 
 def test_one_changed_since_last_run_merges(store: Path) -> None:
-    a = add(store, summary=DUP, created_at=days_ago(40))
+    add(store, summary=DUP, created_at=days_ago(40))
     b = add(store, summary="another matter completely", created_at=days_ago(20))
     _mark_run(store)
     b.update(updated_at=days_ago(1), content={"summary": DUP + "!"})

@@ -6,7 +6,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-
 import orjson
 import typer
 from typer.core import TyperGroup

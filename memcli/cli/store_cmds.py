@@ -15,7 +15,7 @@ from memcli import memories
 from memcli.cli.app import app, emit_json, opts, warn
 from memcli.errors import MemcliError
 from memcli.model import encode, now
-from memcli.store import Store, init_store
+from memcli.store import init_store
 
 console = Console()
 
