@@ -263,28 +263,30 @@ class Planner:
         focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
         floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
         pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus, floor=floor)
+        older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
+        for i, j in sorted(pairs):
+            older.setdefault(i, []).append(j)
         assigned: set[int] = set()
         for k in range(len(block)):
             if k in assigned:
                 continue
             assigned.add(k)
-            members = self._members(block, k, pairs, assigned)
+            members = self._members(block, k, older.get(k, []), pairs, assigned)
             if members:
                 self._resolve_group(block[k], members)
         if self.opts.judge is not None:
             self._collect_grey(block, pairs)
 
-    def _members(self, block: list[Live], k: int, pairs: dict[tuple[int, int], float],
+    def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],
                  assigned: set[int]) -> list[tuple[Live, float]]:
         """Older unassigned duplicates of keeper k; guard-rejected pairs are kept apart."""
         from memcli.guards import guard_rejects
 
         keeper = block[k]
         members: list[tuple[Live, float]] = []
-        for m in range(k + 1, len(block)):
-            score = pairs.get((k, m))
-            if m in assigned or score is None or not rules.is_duplicate_pair(
-                    keeper.mem, block[m].mem, score, self.cfg):
+        for m in candidates:
+            score = pairs[(k, m)]
+            if m in assigned or not rules.is_duplicate_pair(keeper.mem, block[m].mem, score, self.cfg):
                 continue
             guard = guard_rejects(rules.raw_text(block[m].mem.content),
                                   rules.raw_text(keeper.mem.content)) if self.cfg.guards else None
