@@ -6,11 +6,16 @@ first changes it. When all memory changes are done the journal is marked committ
 what is left to do (indices, review queue, state, log); the journal is removed last.
 The next command that finds a journal finishes a committed run or rolls an uncommitted one
 back from its pre-images (files it created move to `archive/runs/<run_id>/rolled-back/`),
-so the store is never left half-changed and nothing is lost.
+so the store is never left half-changed and nothing is lost. Rolling back is idempotent, so a
+recovery that itself dies is simply done again; a run that fails with an error (not a crash)
+rolls itself back at once. Symlinks are never followed: a path that became one no longer
+matches any planned hash, and the action that expected a file there is skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +60,18 @@ def execute(store: Store, plan: Plan) -> Applied:
     paths = [{"path": op.path, "kind": op.kind, "expect": op.expect, "after": op.after}
              for action in plan.actions for op in action.ops]
     _write_journal(store, plan.run_id, {"run_id": plan.run_id, "phase": "applying", "files": paths})
+    try:
+        return _execute_actions(store, plan)
+    except Exception:
+        # A real error (a full disk, a name taken behind our back): put the store back now
+        # rather than leave it half-changed until the next command; if even that fails, the
+        # journal stays and the next command (or `doctor --fix`) rolls back.
+        with contextlib.suppress(Exception):
+            rollback(store, plan.run_id, paths)
+        raise
+
+
+def _execute_actions(store: Store, plan: Plan) -> Applied:
     applied = Applied()
     seen: dict[str, str | None] = {}  # path -> hash on disk now, once looked at
     before: dict[str, str | None] = {}
@@ -124,7 +141,14 @@ def _manifest(store: Store, run_id: str, before: dict[str, str | None],
     return files
 
 
+SYMLINK = "symlink"  # the "hash" of a path that is a symbolic link: never equals a real one
+
+
 def _hash_of(path: Path) -> str | None:
+    """The sha256 of the file at `path`, None when nothing is there. A symlink is never
+    followed: it hashes to SYMLINK, so an action expecting a file there is skipped."""
+    if path.is_symlink():
+        return SYMLINK
     try:
         return sha256(path.read_bytes())
     except FileNotFoundError:
@@ -163,6 +187,8 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> None:
     if folder is None:
         return
     scan = store.scan(folder, load=False)
+    if scan.index is None and not scan.entries and not (folder.path / "_index.json").exists():
+        return  # an empty folder with no index (e.g. one a rolled-back run created) needs none
     if refresh_run_hash:
         for entry in scan.entries:
             entry["run_hash"] = entry["content_hash"]
@@ -228,45 +254,53 @@ def recover(store: Store) -> list[str]:
 
 
 def rollback(store: Store, run_id: str, files: list[dict[str, Any]]) -> int:
-    """Put every file the run touched back to its pre-image; move files it created aside."""
+    """Put every file the run touched back to its pre-image; move files it created aside.
+    Idempotent: a rollback that itself dies half-way is simply done again."""
     restored = 0
     folders: set[str] = set()
+    created = {f["path"]: f.get("after") for f in files if f.get("kind") == "create"}
     for rel in dict.fromkeys(f["path"] for f in files):
         folders.add(str(Path(rel).parent))
-        restored += _restore_one(store, run_id, rel)
+        restored += _restore_one(store, run_id, rel, created)
     for rel in sorted(folders):
         _reindex_folder(store, rel, refresh_run_hash=False)
-    fsops.unlink(journal_path(store, run_id))
+    journal = journal_path(store, run_id)
+    if journal.exists():
+        fsops.unlink(journal)
     return restored
 
 
-def _restore_one(store: Store, run_id: str, rel: str) -> int:
+def _restore_one(store: Store, run_id: str, rel: str, created: dict[str, str | None]) -> int:
     pre = run_dir(store, run_id) / rel
     live = store.root / rel
     if pre.exists():
         data = pre.read_bytes()
         if _hash_of(live) == sha256(data):
             return 0
-        if live.exists():
+        if live.exists() or live.is_symlink():
             fsops.write_replace(live, data)
         else:
             fsops.ensure_parent(live)
             fsops.write_new(live, data)
         return 1
-    if live.exists() and _created_by_run(store, run_id, rel):
-        aside = run_dir(store, run_id) / "rolled-back" / rel
-        fsops.ensure_parent(aside)
-        fsops.move(live, aside)
+    if rel in created and _hash_of(live) == created[rel]:
+        _move_aside(store, run_id, rel)
         return 1
     return 0
 
 
-def _created_by_run(store: Store, run_id: str, rel: str) -> bool:
-    """A file with no pre-image was either never touched or created by the run: only the
-    journal's `create` entries may be moved aside."""
-    journal = journal_path(store, run_id)
-    data = orjson.loads(journal.read_bytes())
-    return any(f["path"] == rel and f["kind"] == "create" for f in data.get("files", []))
+def _move_aside(store: Store, run_id: str, rel: str) -> None:
+    """A file the run created (no pre-image, and exactly the bytes the run wrote) goes to
+    archive/runs/<run_id>/rolled-back/<path>: out of the store's folders, never deleted."""
+    live = store.root / rel
+    aside = run_dir(store, run_id) / "rolled-back" / rel
+    if aside.exists() and _hash_of(aside) == _hash_of(live):
+        fsops.unlink(live)  # an earlier rollback died between the link and the unlink
+        return
+    if aside.exists():
+        aside = aside.with_name(f"{aside.stem}@{secrets.token_hex(4)}{aside.suffix}")
+    fsops.ensure_parent(aside)
+    fsops.move(live, aside)
 
 
 def remove_tmp_files(store: Store) -> int:

@@ -1,0 +1,99 @@
+"""Safety commands: undo, restore, doctor."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from memcli import doctor as doctor_core
+from memcli import undo as undo_core
+from memcli.cli.app import app, emit_json, opts
+from memcli.model import Outcome
+
+
+@app.command()
+def undo(ctx: typer.Context, run_id: str = typer.Argument(..., metavar="RUN_ID")) -> None:
+    """Reverse a whole run from its pre-images: every memory it rewrote, moved or created is
+    put back exactly as it was; memories it created move to the archive (reason `undone`).
+    The undo is itself a logged run (trigger `undo`) that can be undone. Refused, naming each
+    file, when a file changed since that run; refused for a run already undone.
+
+    Example: memcli undo run_01JD3Z7Q9K8V5T2N4M6P0R1S3A      (run ids: memcli log)
+    """
+    o = opts(ctx)
+    outcome = undo_core.undo_run(o.open_store(), run_id, o.wait)
+    restored = next(a["files_restored"] for a in outcome.actions if a.get("type") == "undo")
+    archived = [a["memory_id"] for a in outcome.actions if a.get("reason") == "undone"]
+    message = f"Undid {run_id}: {restored} file(s) put back as they were"
+    if archived:
+        message += f"; {len(archived)} memory(ies) it created moved to the archive ({', '.join(archived)})"
+    _render(outcome, o.json, o.quiet, message)
+
+
+@app.command()
+def restore(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Bring one archived memory back to the folder it left. It counts as a use
+    (access_count + 1, last_accessed = now), so the next run does not archive it again as
+    stale. Logged as a run (trigger `restore`) that `memcli undo` can reverse.
+
+    Example: memcli restore mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A      (ids: memcli list --archived)
+    """
+    o = opts(ctx)
+    outcome = undo_core.restore_memory(o.open_store(), mem_id, o.wait)
+    action = next(a for a in outcome.actions if a.get("type") == "restore")
+    _render(outcome, o.json, o.quiet, f"Restored {mem_id} to {action['to']}")
+
+
+def _render(outcome: Outcome, as_json: bool, quiet: bool, message: str) -> None:
+    for note in outcome.notes:  # stderr, so that --json output stays pure
+        sys.stderr.write(f"note: {note}\n")
+    if outcome.stats.get("skipped"):
+        sys.stderr.write("warning: some files changed while running; see `memcli log --run "
+                         f"{outcome.run_id}`\n")
+    if as_json:
+        emit_json(outcome.to_json())
+    elif not quiet:
+        print(f"{message} (run {outcome.run_id}; to reverse it: memcli undo {outcome.run_id})")
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    fix: bool = typer.Option(False, "--fix", help="Repair what needs no guessing; report the rest."),
+) -> None:
+    """Check every invariant of the store and report each problem with a code, its path and
+    a severity. Exits 1 while an error remains (warnings alone exit 0). Without --fix it
+    writes nothing and takes no lock; --fix finishes or rolls back an interrupted run,
+    removes temporary files and rebuilds indices from the files.
+
+    Example: memcli doctor      memcli doctor --fix      memcli doctor --json
+    """
+    o = opts(ctx)
+    store = o.open_store()
+    report = doctor_core.repair(store, o.wait) if fix else doctor_core.diagnose(store)
+    if o.json:
+        emit_json(report.to_json())
+    else:
+        _render_report(report, o.quiet)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _render_report(report: doctor_core.Report, quiet: bool) -> None:
+    for note in report.notes:
+        sys.stderr.write(f"fixed: {note}\n")
+    shown = [p for p in report.problems if not quiet or (p.severity == "error" and not p.fixed)]
+    for p in shown:
+        status = " [fixed]" if p.fixed else ""
+        print(f"{p.severity:<7} {p.code:<17} {p.path}: {p.message}{status}")
+    if quiet:
+        return
+    errors = sum(1 for p in report.problems if p.severity == "error" and not p.fixed)
+    warnings = sum(1 for p in report.problems if p.severity == "warning")
+    fixed = sum(1 for p in report.problems if p.fixed)
+    if not report.problems:
+        print("No problem found.")
+    else:
+        print(f"{errors} error(s) left, {warnings} warning(s), {fixed} fixed"
+              + ("" if report.ok else "; run `memcli doctor --fix` for what can be repaired"))
