@@ -33,9 +33,9 @@ Tuned on the MRPC train split; ``bench/mrpc.py`` prints the figures for train an
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
+from decimal import Decimal, localcontext
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -114,9 +114,7 @@ _NUMBER_WORDS = {
     )
     for value, word in enumerate(words.split())
 }
-_NUMBER_WORDS.update(
-    {"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70"}
-)
+_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70"})
 _NUMBER_WORDS.update(
     {"eighty": "80", "ninety": "90", "hundred": "100", "dozen": "12", "once": "1", "twice": "2"}
 )
@@ -129,20 +127,18 @@ def _number_value(integer: str, fraction: str, scale: str | None) -> str:
         return integer + fraction
     if not fraction.strip(".0"):  # "5.00" is 5, but "3.10" may be a version: keep it
         fraction = ""
-    if scale:
-        scaled = float(integer + fraction) * _SCALES[scale.lower()]
-        if not math.isfinite(scaled):  # too large for a float: keep the written form
-            return f"{integer}{fraction} {scale.lower()}"
-        return f"{scaled:.0f}" if scaled.is_integer() else repr(scaled)
+    if scale:  # exact decimal arithmetic: "4.35 million" is 4350000, at any size
+        with localcontext() as exact:
+            exact.prec = len(integer) + len(fraction) + 16
+            scaled = Decimal(integer + fraction) * _SCALES[scale.lower()]
+            return f"{scaled.normalize():f}"
     return integer + fraction
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
 def _numbers(text: str) -> frozenset[str]:
     """The numbers written with digits in a text, canonicalised."""
-    return frozenset(
-        _number_value(m.group(1), m.group(2), m.group(3)) for m in _NUMBER_RE.finditer(text)
-    )
+    return frozenset(_number_value(m.group(1), m.group(2), m.group(3)) for m in _NUMBER_RE.finditer(text))
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -186,8 +182,7 @@ def _is_negated(text: str) -> bool:
     """True when a text holds a negation cue: a word such as "never" or a "n't" ending."""
     lowered = _NOT_ONLY_RE.sub(" ", text.lower().translate(_APOSTROPHES))
     return any(
-        token in _NEGATION_WORDS or token.endswith("n't")
-        for token in _NEGATION_TOKEN_RE.findall(lowered)
+        token in _NEGATION_WORDS or token.endswith("n't") for token in _NEGATION_TOKEN_RE.findall(lowered)
     )
 
 
@@ -260,8 +255,8 @@ _ORDER_WORDS = frozenset("before after than over instead into from then".split()
 _ORDER_WINDOW = 2  # content words looked at on each side of an order word
 _SENTENCE_SPLIT_RE = re.compile(r"[.!?;:\n]+(?:\s+|$)")
 
-# (order word, words just before it, words just after it)
-_Flank = tuple[str, frozenset[str], frozenset[str]]
+# (word before, order word, word after)
+_Triple = tuple[str, str, str]
 
 
 def _is_order_word(words: Sequence[str], pos: int) -> bool:
@@ -270,7 +265,7 @@ def _is_order_word(words: Sequence[str], pos: int) -> bool:
     return word in _ORDER_WORDS or (word == "to" and "from" in words[:pos])
 
 
-def _neighbours(words: Sequence[str], marks: Sequence[bool], pos: int, step: int) -> frozenset[str]:
+def _neighbours(words: Sequence[str], marks: Sequence[bool], pos: int, step: int) -> list[str]:
     """Up to _ORDER_WINDOW content words from ``pos`` in direction ``step``, stopping at the
     next order word."""
     found: list[str] = []
@@ -279,51 +274,38 @@ def _neighbours(words: Sequence[str], marks: Sequence[bool], pos: int, step: int
         if words[pos] != "to":  # an infinitive "to" is not content
             found.append(words[pos])
         pos += step
-    return frozenset(found)
+    return found
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
-def _order_flanks(text: str) -> tuple[_Flank, ...]:
-    """Each order word with the content words next to it, within its sentence."""
-    flanks: list[_Flank] = []
+def _order_triples(text: str) -> frozenset[_Triple]:
+    """(x, order word, y) for every content word x shortly before an order word and y
+    shortly after it, within one sentence."""
+    triples: set[_Triple] = set()
     for sentence in _SENTENCE_SPLIT_RE.split(text):
-        words = [
-            w for w in _word_list(sentence) if w not in _STOPWORDS or w in _ORDER_WORDS or w == "to"
-        ]
+        words = [w for w in _word_list(sentence) if w not in _STOPWORDS or w in _ORDER_WORDS or w == "to"]
         marks = [_is_order_word(words, pos) for pos in range(len(words))]
         for pos, word in enumerate(words):
             if marks[pos]:
-                before = _neighbours(words, marks, pos, -1)
                 after = _neighbours(words, marks, pos, 1)
-                if before and after:
-                    flanks.append((word, before, after))
-    return tuple(flanks)
-
-
-def _swapped_one_way(flanks_a: Sequence[_Flank], flanks_b: Sequence[_Flank]) -> bool:
-    """True when A has "X word Y" and B has "Y word X" but nowhere "X word Y"."""
-    for word, before_a, after_a in flanks_a:
-        for other, before_b, after_b in flanks_b:
-            if other != word:
-                continue
-            for x in (before_a & after_b) - after_a:
-                for y in (after_a & before_b) - before_a - {x}:
-                    if not any(
-                        w == word and x in bb and y in ab for w, bb, ab in flanks_b
-                    ):
-                        return True
-    return False
+                triples.update(
+                    (x, word, y) for x in _neighbours(words, marks, pos, -1) for y in after if x != y
+                )
+    return frozenset(triples)
 
 
 def order_swapped(text_a: str, text_b: str) -> bool:
     """True when two words trade places around an order word (before, after, than, over,
-    instead, into, from, to, then): "staging before production" vs "production before
-    staging", "prefer tabs over spaces" vs "prefer spaces over tabs".
+    instead, into, then, from... to): one text says "staging before production" and never
+    "production before staging", the other the reverse.
 
     The default scorer sorts the tokens, so it rates such texts identical.
     """
-    flanks_a, flanks_b = _order_flanks(text_a), _order_flanks(text_b)
-    return _swapped_one_way(flanks_a, flanks_b) or _swapped_one_way(flanks_b, flanks_a)
+    triples_a, triples_b = _order_triples(text_a), _order_triples(text_b)
+    return any(
+        (y, word, x) in triples_b and (y, word, x) not in triples_a and (x, word, y) not in triples_b
+        for x, word, y in triples_a
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,7 +319,7 @@ _TOKEN_RE = re.compile(
     r"|[.!?]+(?=\s|$|[\"'\u201d\u2019)])|[:;\"\u201c\u201d\u2018(\[\n*#>|-]"
 )
 # Marks after which a capital letter is ordinary sentence case, not a name.
-_SENTENCE_MARKS = frozenset(":\"\u201c\u201d\u2018([\n*#>|-")
+_SENTENCE_MARKS = frozenset(':"\u201c\u201d\u2018([\n*#>|-')
 # Abbreviations whose full stop does not end a sentence.
 _ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof gov sen rep gen col lt sgt st jr sr inc corp co ltd vs no rev
@@ -443,8 +425,7 @@ def _mentions(name: str, vocabulary: frozenset[str]) -> bool:
     if process.extractOne(name, vocabulary, scorer=fuzz.ratio, score_cutoff=_NAME_MATCH_CUTOFF):
         return True
     return len(name) >= _MIN_PREFIX and any(
-        len(word) >= _MIN_PREFIX and (word.startswith(name) or name.startswith(word))
-        for word in vocabulary
+        len(word) >= _MIN_PREFIX and (word.startswith(name) or name.startswith(word)) for word in vocabulary
     )
 
 
@@ -467,6 +448,11 @@ def _unmatched_names(text_a: str, text_b: str) -> frozenset[str]:
     )
 
 
+# Beyond this many words a side, aligning two texts costs too much; names that differ are
+# then taken to disagree, which keeps such (rare) pairs apart rather than merging them.
+_MAX_ALIGN_WORDS = 20_000
+
+
 def _differing_spans(text_a: str, text_b: str) -> list[tuple[set[str], set[str]]]:
     """The aligned stretches where two texts differ, as (words of A, words of B).
 
@@ -475,6 +461,8 @@ def _differing_spans(text_a: str, text_b: str) -> list[tuple[set[str], set[str]]
     """
     seq_a = [w.canon for w in _text_words(text_a)]
     seq_b = [w.canon for w in _text_words(text_b)]
+    if max(len(seq_a), len(seq_b)) > _MAX_ALIGN_WORDS:
+        return [(set(seq_a), set(seq_b))]
     spans: list[tuple[set[str], set[str]]] = []
     open_span = False
     for op in Levenshtein.opcodes(seq_a, seq_b):
@@ -493,9 +481,12 @@ def entities_differ(text_a: str, text_b: str) -> bool:
     """True when one text has a name where the other has a different name: they are about
     different people, products or places ("deploy with Jenkins" vs "deploy with CircleCI").
 
-    A name on one side only is not a disagreement (one text is more specific), nor is a name
-    that moved (sentences reordered). Names match across case, possessives, dots, typos,
-    short forms ("Ron" / "Ronald") and acronyms ("UN" / "United Nations").
+    A name is a capitalised word that does not start a sentence, an acronym, or a CamelCase
+    word; so a name that opens a sentence goes unseen ("Alice owns it" vs "Bob owns it"),
+    the price of not taking every "Deploy" or "Restart" for a name. A name on one side only
+    is not a disagreement (one text is more specific), nor is a name that moved (sentences
+    reordered). Names match across case, possessives, dots, typos, short forms ("Ron" /
+    "Ronald") and acronyms ("UN" / "United Nations").
     """
     if text_b < text_a:  # the alignment below may break ties by argument order
         text_a, text_b = text_b, text_a
@@ -503,9 +494,7 @@ def entities_differ(text_a: str, text_b: str) -> bool:
     only_b = _unmatched_names(text_b, text_a) if only_a else frozenset()
     if not only_b:
         return False
-    return any(
-        span_a & only_a and span_b & only_b for span_a, span_b in _differing_spans(text_a, text_b)
-    )
+    return any(span_a & only_a and span_b & only_b for span_a, span_b in _differing_spans(text_a, text_b))
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,8 +535,9 @@ def extra_detail(text_a: str, text_b: str) -> bool:
     """True when either text holds a run of new words (a clause) that the other lacks.
 
     Rewording swaps a word here and there; five new words in a row are a statement of their
-    own ("..., down from 110,000 several years ago"). A merge keeps one text and archives
-    the other, so such a pair goes to a human rather than silently losing the clause.
+    own ("restart the worker after a deploy, unless the queue still holds pending jobs"). A
+    merge keeps one text and archives the other, so such a pair goes to a human rather than
+    silently losing the clause.
     """
     return (
         _longest_new_run(text_a, text_b) >= EXTRA_DETAIL_RUN
