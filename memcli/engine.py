@@ -29,7 +29,7 @@ from memcli.model import (
     now,
     sha256,
 )
-from memcli.similar import similar_pairs
+from memcli.similar import ALL_PAIRS_MAX, similar_pairs
 from memcli.store import Folder, FolderScan, Problem, Store
 from memcli.summary import extractive_summary
 
@@ -49,6 +49,7 @@ class Live:
     rel: str  # path relative to the store
     run_hash: str | None
     changed: bool  # since the last run (SPEC 1): in scope for session_end
+    sig: bytes | None = None  # MinHash signature, from the folder's cache or computed
 
 
 @dataclass
@@ -69,6 +70,7 @@ class Planning:
 
     plan: Plan
     problems: list[Problem] = field(default_factory=list)
+    sigs: dict[str, dict[str, bytes]] = field(default_factory=dict)  # folder -> content hash -> sig
 
 
 # ---------------------------------------------------------------- entry points
@@ -87,8 +89,7 @@ def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
         if plan_out is not None:
             write_plan_file(plan_out, planning.plan)
         return preview(planning)
-    with store.lock(wait):
-        recovered = journal.recover(store)
+    with store.writing(wait) as recovered:
         planning = plan(store, opts, now())
         planning.plan.notes += notes + recovered
         return apply(store, planning)
@@ -119,7 +120,7 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     planner.promote_patterns()
     planner.archive_stale()
     planner.apply_limit()
-    return Planning(planner.plan, planner.problems)
+    return Planning(planner.plan, planner.problems, planner.sigs)
 
 
 class Planner:
@@ -142,27 +143,78 @@ class Planner:
         self.taken_names: set[str] = set()
         self._all_loaded: list[Live] = []
         self.grey: list[tuple[Live, Live, float, str | None]] = []  # (older, newer, score, guard)
+        self.sigs: dict[str, dict[str, bytes]] = {}  # per folder: cached and new signatures
 
     # ------------------------------------------------------------ loading
 
     def load(self) -> None:
+        flagged_ids = {i for pair in self.flagged for i in pair}
+        if self.opts.trigger == "session_end":
+            self._load_changed(flagged_ids)
+        else:
+            self._load_all()
+        self._drop_duplicate_ids()
+        self.plan.covered = sorted({i.folder.rel for i in self.live.values() if i.changed}) \
+            if self.opts.trigger == "session_end" else [f.rel for f in self._scope_folders()]
+        self.plan.flagged_done = [p for p in self.flagged if all(i in self.live for i in p)]
+
+    def _load_all(self) -> None:
+        """Read every memory of the run's folders (manual, weekly, index_overflow)."""
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
         for position, folder in enumerate(folders):
             scan = self.store.scan(folder, load=True)
             self.problems += scan.problems
-            self._take(scan)
+            self._take(scan, set(scan.memories))
             self._progress("reading", position + 1, len(folders))
-        self._drop_duplicate_ids()
         self.plan.memory_count = self._count_live()
-        if self.opts.trigger == "session_end":
-            flagged_ids = {i for pair in self.flagged for i in pair}
-            for item in self.live.values():
-                item.changed = item.changed or item.mem.id in flagged_ids
-            self.plan.covered = sorted({i.folder.rel for i in self.live.values() if i.changed})
-        else:
-            self.plan.covered = [f.rel for f in folders]
-        self.plan.flagged_done = [p for p in self.flagged if all(i in self.live for i in p)]
+
+    def _load_changed(self, flagged_ids: set[str]) -> None:
+        """session_end: stat every file, but read only the changed memories and their duplicate
+        candidates (found from cached signatures), so the cost follows the changes."""
+        for folder in self.store.memory_folders():
+            scan = self.store.scan(folder, load=False)
+            self.problems += scan.problems
+            self.plan.memory_count += len(scan.entries)
+            changed = {e["id"] for e in scan.entries
+                       if e.get("run_hash") != e["content_hash"] or e["id"] in flagged_ids}
+            if changed:
+                self._take(scan, self._with_candidates(scan, changed), changed)
+
+    def _with_candidates(self, scan: FolderScan, changed: set[str]) -> set[str]:
+        from memcli import candidates
+
+        blocks: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for entry in scan.entries:
+            blocks.setdefault((str(entry.get("type")), str(entry.get("subtype") or "")), []).append(entry)
+        needed = set(changed)
+        for block in blocks.values():
+            focus = [n for n, e in enumerate(block) if e["id"] in changed]
+            if not focus:
+                continue
+            if len(block) <= ALL_PAIRS_MAX:
+                needed.update(e["id"] for e in block)
+                continue
+            sigs = [self._cached_sig(scan, e) for e in block]
+            pairs = candidates.candidate_pairs_for(focus, sigs, [e["id"] for e in block])
+            needed.update(block[n]["id"] for pair in pairs for n in pair)
+        return needed
+
+    def _cached_sig(self, scan: FolderScan, entry: dict[str, Any]) -> bytes:
+        cache = self._folder_sigs(scan.folder)
+        sig = cache.get(entry["content_hash"])
+        if sig is None:
+            mem = scan.memories.get(entry["id"]) or self.store.read_memory(
+                scan.folder.path / entry["file"], scan.folder)
+            sig = cache[entry["content_hash"]] = _signature(rules.content_text(mem.content))
+        return sig
+
+    def _folder_sigs(self, folder: Folder) -> dict[str, bytes]:
+        if folder.rel not in self.sigs:
+            from memcli import index
+
+            self.sigs[folder.rel] = index.load_sigs(folder.path)
+        return self.sigs[folder.rel]
 
     def _scope_folders(self) -> list[Folder]:
         if self.opts.folders is not None:
@@ -172,12 +224,18 @@ class Planner:
             return [f for f in folders if _file_count(f) > self.cfg.index_overflow]
         return folders
 
-    def _take(self, scan: FolderScan) -> None:
+    def _take(self, scan: FolderScan, ids: set[str], changed: set[str] | None = None) -> None:
+        """Put the folder's memories `ids` into the simulated store."""
         run_hashes = {e["id"]: e.get("run_hash") for e in scan.entries}
-        for mem in scan.memories.values():
+        files = {e["id"]: e["file"] for e in scan.entries}
+        cache = self._folder_sigs(scan.folder)
+        for mem_id in sorted(ids):
+            mem = scan.memories.get(mem_id) or self.store.read_memory(scan.folder.path / files[mem_id],
+                                                                        scan.folder)
             rel = self.store.rel(mem.path)
-            run_hash = run_hashes.get(mem.id)
-            item = Live(mem, scan.folder, rel, run_hash, run_hash != mem.content_hash)
+            run_hash = run_hashes.get(mem_id)
+            is_changed = changed is None and run_hash != mem.content_hash or mem_id in (changed or ())
+            item = Live(mem, scan.folder, rel, run_hash, is_changed, cache.get(mem.content_hash))
             self._all_loaded.append(item)
             self.live[mem.id] = item
             self.hashes[rel] = mem.content_hash
@@ -197,7 +255,7 @@ class Planner:
     def _count_live(self) -> int:
         if self.opts.trigger in ("manual", "weekly") and self.opts.folders is None:
             return len(self.live)
-        return sum(_file_count(f) for f in self.store.memory_folders())
+        return sum(_file_count(f) for f in self.store.memory_folders())  # the rest of the store too
 
     def _progress(self, stage: str, done: int, total: int) -> None:
         if self.opts.progress is not None:
@@ -262,7 +320,10 @@ class Planner:
         texts = [rules.content_text(i.mem.content) for i in block]
         focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
         floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
-        pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus, floor=floor)
+        sigs = [self._sig(item, text) for item, text in zip(block, texts, strict=True)] \
+            if len(block) > ALL_PAIRS_MAX else None
+        pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus, floor=floor,
+                              sigs=sigs)
         older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
         for i, j in sorted(pairs):
             older.setdefault(i, []).append(j)
@@ -276,6 +337,13 @@ class Planner:
                 self._resolve_group(block[k], members)
         if self.opts.judge is not None:
             self._collect_grey(block, pairs)
+
+    def _sig(self, item: Live, text: str) -> bytes:
+        """The memory's signature: cached by content hash, else computed and kept for the cache."""
+        if item.sig is None:
+            item.sig = _signature(text)
+            self._folder_sigs(item.folder)[item.mem.content_hash] = item.sig
+        return item.sig
 
     def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],
                  assigned: set[int]) -> list[tuple[Live, float]]:
@@ -549,6 +617,12 @@ class Planner:
         self.plan.actions = kept
 
 
+def _signature(text: str) -> bytes:
+    from memcli import candidates
+
+    return candidates.signature(text)
+
+
 def _stale_why(mem: Memory) -> str:
     if int(mem.data.get("access_count") or 0) == 0:
         return "never used"
@@ -583,14 +657,35 @@ def apply(store: Store, planning: Planning) -> Outcome:
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
     })
-    outcome.notes += [str(p) for p in planning.problems if p.severity == "error"]
+    _save_sig_caches(store, planning)
+    outcome.notes += _problem_notes(planning.problems)
     return outcome
+
+
+def _problem_notes(problems: list[Problem]) -> list[str]:
+    return [f"skipped {p}" if p.severity == "error" else f"warning: {p}" for p in problems]
+
+
+def _save_sig_caches(store: Store, planning: Planning) -> None:
+    """Keep the signatures of the memories now in each covered folder, for the next pass."""
+    from memcli import index
+
+    for rel in planning.plan.covered:
+        sigs = planning.sigs.get(rel)
+        folder = store.folder_by_rel(rel)
+        if not sigs or folder is None:
+            continue
+        current = {e["content_hash"] for e in store.scan(folder, load=False).entries}
+        kept = {h: s for h, s in sigs.items() if h in current}
+        if kept != index.load_sigs(folder.path):
+            index.save_sigs(folder.path, kept)
 
 
 def preview(planning: Planning) -> Outcome:
     """What a real run at the same moment would do; writes nothing."""
     outcome = _outcome(planning.plan, planning.plan.actions, [], time.monotonic())
     outcome.dry_run = True
+    outcome.notes += _problem_notes(planning.problems)
     return outcome
 
 

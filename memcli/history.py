@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from memcli import engine, journal, log, review
+from memcli import engine, log, review
 from memcli.errors import MemcliError, NotFoundError, PlanMismatchError
 from memcli.model import Outcome, Plan, format_ts, now, sha256
 from memcli.store import Store
@@ -64,8 +64,7 @@ def review_items(store: Store, include_resolved: bool) -> list[dict[str, Any]]:
 
 def resolve_review(store: Store, item_id: str, decision: str, wait: float) -> dict[str, Any]:
     """Keep both (mark resolved) or merge the pair as a logged, undoable run."""
-    with store.lock(wait):
-        journal.recover(store)
+    with store.writing(wait):
         item = review.get_item(store.root, item_id)
         if item.get("status") != "open":
             raise MemcliError(f"{item_id} is already resolved ({item.get('resolution')})")
@@ -105,8 +104,7 @@ def apply_plan_file(store: Store, path: Path, wait: float) -> Outcome:
         raise MemcliError(f"{path}: no such plan file") from exc
     except (ValueError, KeyError, TypeError) as exc:
         raise MemcliError(f"{path}: not a memcli plan ({exc})") from exc
-    with store.lock(wait):
-        journal.recover(store)
+    with store.writing(wait):
         changed = _changed_since_plan(store, plan)
         if changed:
             raise PlanMismatchError("the store changed since the plan was made; re-plan. Changed: "

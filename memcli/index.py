@@ -78,3 +78,37 @@ def same_entries(index: dict[str, Any] | None, entries: list[dict[str, Any]]) ->
         return False
     old = sorted(index.get("entries", []), key=lambda e: str(e.get("id")))
     return old == sorted(entries, key=lambda e: e["id"]) and index.get("entry_count") == len(old)
+
+
+# ---------------------------------------------------------------- the MinHash cache
+# Next to each index, `_minhash.bin` keeps each memory's MinHash signature by content hash,
+# so that candidate pairs come without re-reading or re-hashing unchanged memories. It is a
+# cache like the index: missing or unreadable, it is rebuilt; it never holds memory text.
+
+SIG_NAME = "_minhash.bin"
+_SIG_MAGIC = b"MCSG1"
+
+
+def load_sigs(folder: Path) -> dict[str, bytes]:
+    """content hash -> signature; empty when the cache is missing or unreadable."""
+    try:
+        raw = (folder / SIG_NAME).read_bytes()
+    except OSError:
+        return {}
+    if not raw.startswith(_SIG_MAGIC) or len(raw) < len(_SIG_MAGIC) + 2:
+        return {}
+    width = int.from_bytes(raw[5:7], "little")
+    row = 32 + width
+    body = memoryview(raw)[7:]
+    if width == 0 or len(body) % row:
+        return {}
+    return {bytes(body[i:i + 32]).hex(): bytes(body[i + 32:i + row]) for i in range(0, len(body), row)}
+
+
+def save_sigs(folder: Path, sigs: dict[str, bytes]) -> None:
+    """Write the cache atomically (only signatures of one width are kept)."""
+    if not sigs:
+        return
+    width = len(next(iter(sigs.values())))
+    rows = b"".join(bytes.fromhex(h) + s for h, s in sorted(sigs.items()) if len(s) == width)
+    fsops.write_replace(folder / SIG_NAME, _SIG_MAGIC + width.to_bytes(2, "little") + rows)

@@ -11,11 +11,14 @@ from rapidfuzz import process
 
 from memcli.rules import scorer_fn
 
-ALL_PAIRS_MAX = 1500  # above this many texts in one block, candidates come from LSH
+# Above this many texts in one block, candidates come from LSH: all-pairs scoring costs about
+# 7 us a pair on memory-sized texts, so 40 texts (780 pairs) is about the break-even point.
+ALL_PAIRS_MAX = 40
 
 
 def similar_pairs(texts: list[str], scorer: str, threshold: float, *,
-                  focus: list[int] | None = None, floor: float | None = None) -> dict[tuple[int, int], float]:
+                  focus: list[int] | None = None, floor: float | None = None,
+                  sigs: list[bytes] | None = None) -> dict[tuple[int, int], float]:
     """{(i, j): similarity} for i < j with similarity > threshold (or >= floor when given, for
     the LLM's discovery band). With `focus`, only pairs involving those indices."""
     cutoff = (floor if floor is not None else threshold) * 100
@@ -23,7 +26,7 @@ def similar_pairs(texts: list[str], scorer: str, threshold: float, *,
         return {}
     if len(texts) <= ALL_PAIRS_MAX:
         return _all_pairs(texts, scorer, cutoff, threshold if floor is None else None, focus)
-    return _candidate_pairs(texts, scorer, cutoff, threshold if floor is None else None, focus)
+    return _candidate_pairs(texts, scorer, cutoff, threshold if floor is None else None, focus, sigs)
 
 
 def _keep(score: float, cutoff: float, strict: float | None) -> bool:
@@ -47,10 +50,10 @@ def _all_pairs(texts: list[str], scorer: str, cutoff: float, strict: float | Non
 
 
 def _candidate_pairs(texts: list[str], scorer: str, cutoff: float, strict: float | None,
-                     focus: list[int] | None) -> dict[tuple[int, int], float]:
+                     focus: list[int] | None, sigs: list[bytes] | None) -> dict[tuple[int, int], float]:
     from memcli import candidates
 
-    sigs = [candidates.signature(t) for t in texts]
+    sigs = sigs if sigs is not None else [candidates.signature(t) for t in texts]
     keys = [candidates.exact_key(t) for t in texts]
     if focus is not None:
         pairs = candidates.candidate_pairs_for(focus, sigs, keys)

@@ -136,6 +136,16 @@ class Store:
             raise NotFoundError(f"bad scope id {scope_id!r} (letters, digits, '.', '_', '-')")
         return Folder(scope, scope_id, self.root / scope / scope_id)
 
+    def folder_by_rel(self, rel: str) -> Folder | None:
+        """The folder named by a store-relative path like `agent/coder`, if it exists."""
+        parts = rel.split("/")
+        if parts[0] in ("global", "archive") and len(parts) == 1:
+            return self.folder(parts[0], parts[0])
+        if len(parts) == 2 and parts[0] in ("agent", "team") and is_valid_scope_id(parts[1]) \
+                and (self.root / rel).is_dir():
+            return self.folder(parts[0], parts[1])
+        return None
+
     def archive_folder(self) -> Folder:
         return self.folder("archive", "archive")
 
@@ -290,8 +300,7 @@ class Store:
                 others = ", ".join(p for p in paths if p != path)
                 result.problems.append(Problem(path, f"duplicate id {mem_id} (also in {others}); "
                                                "left out until one copy is renamed", "duplicate_id"))
-                del holder.memories[mem_id]
-                holder.entries = [e for e in holder.entries if e["id"] != mem_id]
+                del holder.memories[mem_id]  # the index still lists the file: it is there
 
     # ------------------------------------------------------------ writing
 
@@ -307,6 +316,15 @@ class Store:
         if scan.drift:
             self.save_index(folder, scan.entries)
         return scan
+
+    @contextmanager
+    def writing(self, wait: float) -> Iterator[list[str]]:
+        """Hold the lock and first finish or roll back any run a crash left half-done;
+        yields what the recovery did, for people."""
+        from memcli import journal  # journal builds on the store
+
+        with self.lock(wait):
+            yield journal.recover(self)
 
     @contextmanager
     def lock(self, wait: float) -> Iterator[None]:

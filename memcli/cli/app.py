@@ -112,3 +112,9 @@ def warn(problems: list[Problem], quiet: bool = False) -> None:
         if quiet and problem.severity != "error":
             continue
         sys.stderr.write(f"{'warning' if problem.severity == 'warning' else 'skipped'}: {problem}\n")
+
+
+def notes(messages: list[str]) -> None:
+    """What memcli did on its own (a recovered run, a fallback), on stderr."""
+    for message in messages:
+        sys.stderr.write(f"note: {message}\n")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memcli import engine, history
-from memcli.cli.app import app, emit_json, opts
+from memcli.cli.app import app, emit_json, notes, opts
 from memcli.errors import MemcliError
 from memcli.model import Outcome
 
@@ -89,11 +89,10 @@ class _progress:
 
 
 def render_outcome(outcome: Outcome, as_json: bool, quiet: bool, plan_out: Path | None) -> None:
+    notes(outcome.notes)  # stderr, also with --json: skipped bad files are always named
     if as_json:
         emit_json(outcome.to_json())
         return
-    for note in outcome.notes:
-        err_console.print(f"note: {note}", markup=False, highlight=False)
     if quiet:
         return
     title = ("Dry run: nothing was written. " if outcome.dry_run else "") + (

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memcli import memories
-from memcli.cli.app import app, emit_json, opts, warn
+from memcli.cli.app import app, emit_json, notes, opts, warn
 from memcli.errors import MemcliError
 from memcli.model import encode, now
 from memcli.store import init_store
@@ -65,8 +65,9 @@ def add(
     text = sys.stdin.read() if details == "-" else details
     new = memories.NewMemory(type_, subtype, scope, scope_id or "global", list(tag), priority,
                              created_by or _default_author(scope, scope_id), summary, text, fmt)
-    with store.lock(o.wait):
+    with store.writing(o.wait) as recovered:
         result = memories.add_memory(store, new, now())
+    notes(recovered)
     warn(result.problems, o.quiet)
     _render_add(result, o.json, o.quiet)
 
@@ -152,8 +153,9 @@ def access(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID")) 
     """
     o = opts(ctx)
     store = o.open_store()
-    with store.lock(o.wait):
+    with store.writing(o.wait) as recovered:
         mem = memories.access_memory(store, mem_id, now())
+    notes(recovered)
     if o.json:
         emit_json({"id": mem.id, "access_count": mem.data["access_count"],
                    "last_accessed": mem.data["last_accessed"]})
@@ -169,8 +171,9 @@ def reindex(ctx: typer.Context) -> None:
     """
     o = opts(ctx)
     store = o.open_store()
-    with store.lock(o.wait):
+    with store.writing(o.wait) as recovered:
         result = memories.reindex(store)
+    notes(recovered)
     warn(result.problems, o.quiet)
     if o.json:
         emit_json({"folders": result.folders, "problems": [str(p) for p in result.problems]})
