@@ -52,9 +52,10 @@ def _text(rng: random.Random) -> str:
 
 
 def reword(text: str, rng: random.Random) -> str:
-    """A near-duplicate: a few words dropped, swapped or inserted (about 5% of the words)."""
+    """A near-duplicate: 2-15% of the words dropped, swapped or inserted, so that planted pairs
+    span the whole range above the merge threshold and some fall below it."""
     words = text.split()
-    for _ in range(max(1, len(words) // 20)):
+    for _ in range(max(1, round(len(words) * rng.uniform(0.02, 0.15)))):
         op = rng.random()
         at = rng.randrange(len(words))
         if op < 0.33 and len(words) > 5:
@@ -73,7 +74,8 @@ def _folders(n: int) -> list[tuple[str, str]]:
 
 
 def record(rng: random.Random, scope: str, scope_id: str, kind: tuple[str, str], n: int,
-           text: str | None = None, tags: list[str] | None = None, author: str | None = None) -> dict[str, Any]:
+           text: str | None = None, tags: list[str] | None = None,
+           author: str | None = None) -> dict[str, Any]:
     created = NOW - dt.timedelta(days=rng.uniform(10, 80))
     return {"id": new_memory_id(created, f"bench{n}"), "type": kind[0], "subtype": kind[1], "scope": scope,
             "scope_id": scope_id, "tags": tags if tags is not None else rng.sample(_CORE[:30], 2),
@@ -111,3 +113,65 @@ def _write(root: Path, data: dict[str, Any]) -> None:
     folder = root / "global" if data["scope"] == "global" else root / data["scope"] / data["scope_id"]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{data['id']}.json").write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+
+
+def add_session(root: Path, k: int = 20, *, seed: int = 23, folder: str | None = None,
+                minutes_ago: float = 30.0) -> tuple[list[str], list[tuple[str, str]]]:
+    """Append k memories to an existing store, as a session would: half of them new, half
+    near-duplicates (reworded, same folder, type, subtype, tags and author) of live memories
+    already there. They are created in the last `minutes_ago` minutes before NOW. With
+    `folder` (e.g. "agent/agent0") all of them go to that folder, else they are spread over
+    the folders of randomly picked memories.
+
+    Returns the new ids and the planted (existing id, new near-duplicate id) pairs.
+    """
+    rng = random.Random(seed)
+    existing = _live_records(root, rng, k - k // 2, folder)
+    if not existing:
+        raise ValueError(f"no live memory to duplicate in {root}")
+    folders = sorted({(src["scope"], src["scope_id"]) for src in existing})
+    new_ids: list[str] = []
+    planted: list[tuple[str, str]] = []
+    for i in range(k):
+        if i % 2:
+            src = existing[(i // 2) % len(existing)]
+            data = record(rng, src["scope"], src["scope_id"], (src["type"], src["subtype"]), i,
+                          reword(src["content"]["summary"], rng), list(src["tags"]), src["created_by"])
+            _make_recent(data, rng, f"session{seed}-{i}", minutes_ago)
+            planted.append((src["id"], data["id"]))
+        else:
+            scope, scope_id = folders[rng.randrange(len(folders))]
+            data = record(rng, scope, scope_id, TYPES[rng.randrange(len(TYPES))], i)
+            _make_recent(data, rng, f"session{seed}-{i}", minutes_ago)
+        new_ids.append(data["id"])
+        _write(root, data)
+    return new_ids, planted
+
+
+def _make_recent(data: dict[str, Any], rng: random.Random, id_seed: str, minutes_ago: float) -> None:
+    """Give a record a fresh id and timestamps within the last `minutes_ago` minutes."""
+    created = NOW - dt.timedelta(minutes=rng.uniform(1, minutes_ago))
+    data["id"] = new_memory_id(created, id_seed)
+    data["created_at"] = data["updated_at"] = data["last_accessed"] = format_ts(created)
+    data["access_count"] = 1
+
+
+def _live_records(root: Path, rng: random.Random, k: int, folder: str | None = None) -> list[dict[str, Any]]:
+    """Up to k distinct live (not superseded) JSON memories of the store (or of one folder),
+    picked at random among those older than a week: a fresh memory is protected, and so is
+    its fresh duplicate, so the pair would never merge."""
+    week_ago = format_ts(NOW - dt.timedelta(days=7))
+    bases = [folder] if folder else ["agent/*", "team/*", "global"]
+    files = [p for base in bases for p in root.glob(f"{base}/mem_*.json")]
+    files.sort()
+    rng.shuffle(files)
+    picked: list[dict[str, Any]] = []
+    for path in files:
+        data = orjson.loads(path.read_bytes())
+        summary = data.get("content", {}).get("summary")
+        old = str(data.get("created_at", "")) < week_ago
+        if old and not data.get("superseded_by") and isinstance(summary, str) and summary.split():
+            picked.append(data)
+            if len(picked) == k:
+                break
+    return picked

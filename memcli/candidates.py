@@ -62,7 +62,8 @@ _SEED = 0x6D656D636C69  # "memcli": the fixed seed of the permutations
 _SIG_DTYPE = np.dtype("<u2")
 _SIG_BITS = 16
 _EMPTY = (1 << _SIG_BITS) - 1  # the signature value of a text with no shingles
-_CHUNK = 4096  # shingles hashed at a time
+_TEXTS_PER_CHUNK = 2048  # texts hashed at a time: bounded memory for any store
+_MAX64 = _U64(np.iinfo(np.uint64).max)
 
 
 def _splitmix64(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -75,67 +76,102 @@ def _splitmix64(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return mixed
 
 
-def _permutation_params(num_perm: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
-    """Multipliers (odd) and offsets of ``num_perm`` fixed hash functions, as columns.
-
-    Function k depends on k alone, so a shorter signature is a prefix of a longer one.
-    """
-    counter = np.arange(2 * num_perm, dtype=_U64) + _U64(_SEED)
-    mixed = _splitmix64(counter).reshape(num_perm, 2)
-    return (mixed[:, 0] | _U64(1)).reshape(-1, 1), mixed[:, 1].reshape(-1, 1)
-
-
 def sorted_tokens(norm_text: str) -> str:
     """The string ``token_sort_ratio`` compares: the text's tokens sorted, joined by spaces."""
     return " ".join(sorted(norm_text.split()))
-
-
-def _shingle_hashes(norm_text: str) -> npt.NDArray[np.uint64]:
-    """Distinct 64-bit hashes of the character n-grams of the sorted-token string."""
-    text = sorted_tokens(norm_text)
-    if not text:
-        return np.empty(0, dtype=_U64)
-    points = np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(_U64)
-    width = min(SHINGLE_CHARS, len(points))  # a text shorter than n is one shingle
-    count = len(points) - width + 1
-    rolling = np.zeros(count, dtype=_U64)
-    with np.errstate(over="ignore"):  # the arithmetic is meant to wrap mod 2**64
-        for offset in range(width):
-            rolling = rolling * _NGRAM_BASE + points[offset : offset + count]
-        return np.unique(_splitmix64(rolling))
-
-
-def _minhash(hashes: npt.NDArray[np.uint64], num_perm: int) -> npt.NDArray[np.uint16]:
-    """16 bits of the minimum of each of ``num_perm`` hash functions over the shingle hashes.
-
-    Each function is multiply-add mod 2**64 applied to already mixed hashes; min-wise it
-    behaves like an independent random permutation. The minimum is mixed once more before
-    its low bits are kept: a minimum is a small number, so its own high bits are mostly zero
-    and would make unrelated texts agree.
-    """
-    if hashes.size == 0:
-        return np.full(num_perm, _EMPTY, dtype=np.uint16)
-    multipliers, offsets = _permutation_params(num_perm)
-    minima = np.full(num_perm, np.iinfo(np.uint64).max, dtype=_U64)
-    # In chunks, so that a very long text (files go up to 10 MB) never needs a
-    # num_perm x shingles matrix in memory.
-    for start in range(0, hashes.size, _CHUNK):
-        chunk = hashes[start : start + _CHUNK].reshape(1, -1)
-        with np.errstate(over="ignore"):
-            minima = np.minimum(minima, (chunk * multipliers + offsets).min(axis=1))
-    low_bits: npt.NDArray[np.uint64] = _splitmix64(minima) & _U64(_EMPTY)
-    return low_bits.astype(np.uint16)
 
 
 def signature(norm_text: str, *, num_perm: int = DEFAULT_NUM_PERM) -> bytes:
     """MinHash signature of an already-normalised text (``default_process`` output).
 
     ``num_perm`` little-endian 16-bit values (384 bytes by default). It depends on the text
-    alone, so it can be cached under the text's content hash and stored as hex in an index.
+    alone, so it can be cached under the text's content hash.
+    """
+    return signatures([norm_text], num_perm=num_perm)[0]
+
+
+def signatures(norm_texts: Sequence[str], *, num_perm: int = DEFAULT_NUM_PERM) -> list[bytes]:
+    """Signatures of many texts at once: the same values as :func:`signature`, computed in bulk.
+
+    One-permutation hashing: every shingle is hashed once, falls into one of ``num_perm`` bins
+    by its hash, and each bin keeps its smallest hash; an empty bin borrows from the next
+    non-empty bin to its right (rotation densification). Two texts' bins agree with a
+    probability close to their shingle sets' Jaccard overlap, like classic MinHash, at a cost
+    of one hash a shingle instead of ``num_perm``. Texts are done in chunks so that memory
+    stays flat whatever their number.
     """
     if num_perm < 1:
         raise ValueError("num_perm must be at least 1")
-    return _minhash(_shingle_hashes(norm_text), num_perm).astype(_SIG_DTYPE).tobytes()
+    out: list[bytes] = []
+    for start in range(0, len(norm_texts), _TEXTS_PER_CHUNK):
+        chunk = [sorted_tokens(t) for t in norm_texts[start : start + _TEXTS_PER_CHUNK]]
+        matrix = _oph(chunk, num_perm)
+        out.extend(row.tobytes() for row in matrix.astype(_SIG_DTYPE))
+    return out
+
+
+def _oph(texts: list[str], bins: int) -> npt.NDArray[np.uint16]:
+    """(len(texts), bins) 16-bit signature values for sorted-token strings."""
+    hashes, owner = _chunk_shingles(texts)
+    minima = np.full(len(texts) * bins, _MAX64, dtype=_U64)
+    if hashes.size:
+        np.minimum.at(minima, owner * _U64(bins) + hashes % _U64(bins), hashes // _U64(bins))
+    return _densify(minima.reshape(len(texts), bins))
+
+
+def _chunk_shingles(texts: list[str]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """Mixed hashes of every character n-gram of every text, and the index of its text.
+    A text shorter than n is one shingle; an empty text has none."""
+    lengths = np.array([len(t) for t in texts], dtype=np.int64)
+    joined = "".join(t if len(t) >= SHINGLE_CHARS or not t else t.ljust(SHINGLE_CHARS, "\0")
+                     for t in texts)
+    lengths = np.where((lengths > 0) & (lengths < SHINGLE_CHARS), SHINGLE_CHARS, lengths)
+    points = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4").astype(_U64)
+    count = len(points) - SHINGLE_CHARS + 1
+    if count <= 0:
+        return np.empty(0, dtype=_U64), np.empty(0, dtype=_U64)
+    rolling = np.zeros(count, dtype=_U64)
+    with np.errstate(over="ignore"):  # the arithmetic is meant to wrap mod 2**64
+        for offset in range(SHINGLE_CHARS):
+            rolling = rolling * _NGRAM_BASE + points[offset : offset + count]
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    owner = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)[:count]
+    inside = np.arange(count) + SHINGLE_CHARS <= (starts + lengths)[owner]  # not across two texts
+    return _splitmix64(rolling[inside]), owner[inside].astype(_U64)
+
+
+def _densify(minima: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
+    """Fill each empty bin from a non-empty one, then keep 16 mixed bits of each value.
+
+    "Optimal densification": empty bin j probes bins in its own fixed pseudo-random order and
+    borrows the first non-empty one's value, salted by j. Neighbouring empty bins thus borrow
+    from unrelated bins, so that the bins of a short text stay nearly independent (borrowing
+    from the next bin on the right would make whole LSH bands copies of one value).
+    """
+    rows, bins = minima.shape
+    filled = minima != _MAX64
+    source = np.where(filled, np.arange(bins), -1)
+    for probe in _probe_order(bins).T:  # one probe for every bin at a time
+        open_ = source < 0
+        if not open_.any():
+            break
+        source = np.where(open_ & filled[:, probe], probe, source)
+    # Rarely every probe is empty (a text of a few shingles): fall back to any non-empty bin.
+    source = np.where(source < 0, filled.argmax(axis=1)[:, None], source)
+    values = np.take_along_axis(minima, source, axis=1)
+    salt = np.where(filled, _U64(0), np.arange(bins, dtype=_U64) + _U64(1))
+    with np.errstate(over="ignore"):
+        mixed = _splitmix64(values ^ (salt * _U64(0x9E3779B97F4A7C15))) & _U64(_EMPTY)
+    has_any = filled.any(axis=1)
+    mixed[(mixed == _EMPTY) & has_any[:, None]] = _EMPTY - 1  # _EMPTY means "no shingles"
+    mixed[~has_any] = _EMPTY
+    return mixed.astype(np.uint16)
+
+
+def _probe_order(bins: int, attempts: int = 24) -> npt.NDArray[np.int64]:
+    """For each bin, a fixed pseudo-random sequence of bins to borrow from."""
+    seeds = np.arange(bins * attempts, dtype=_U64) + _U64(_SEED)
+    return (_splitmix64(seeds) % _U64(bins)).astype(np.int64).reshape(bins, attempts)
 
 
 def exact_key(norm_text: str) -> str:

@@ -108,9 +108,11 @@ def _mark_fixed(before: list[Finding], after: list[Finding]) -> list[Finding]:
 
 def _recover(store: Store) -> list[str]:
     try:
-        return journal.recover(store)
+        notes = journal.recover(store)
     except MemcliError as exc:  # e.g. an unreadable log stops a committed run from finishing
         return [f"could not recover an interrupted run: {exc}"]
+    removed = journal.remove_tmp_files(store)  # the whole store: doctor looks everywhere
+    return notes + ([f"removed {removed} temporary file(s) left by an interrupted write"] if removed else [])
 
 
 # ---------------------------------------------------------------- ops files and leftovers

@@ -50,6 +50,7 @@ class Live:
     run_hash: str | None
     changed: bool  # since the last run (SPEC 1): in scope for session_end
     sig: bytes | None = None  # MinHash signature, from the folder's cache or computed
+    key: tuple[str, str, str] = ("", "", "")  # newest-first sort key (created, updated, id)
 
 
 @dataclass
@@ -144,6 +145,7 @@ class Planner:
         self._all_loaded: list[Live] = []
         self.grey: list[tuple[Live, Live, float, str | None]] = []  # (older, newer, score, guard)
         self.sigs: dict[str, dict[str, bytes]] = {}  # per folder: cached and new signatures
+        self._protection: dict[str, str | None] = {}
 
     # ------------------------------------------------------------ loading
 
@@ -163,7 +165,7 @@ class Planner:
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
         for position, folder in enumerate(folders):
-            scan = self.store.scan(folder, load=True)
+            scan = self.store.scan(folder, load=True, entries=False)
             self.problems += scan.problems
             self._take(scan, set(scan.memories))
             self._progress("reading", position + 1, len(folders))
@@ -172,10 +174,14 @@ class Planner:
     def _load_changed(self, flagged_ids: set[str]) -> None:
         """session_end: stat every file, but read only the changed memories and their duplicate
         candidates (found from cached signatures), so the cost follows the changes."""
+        from memcli import index
+
         for folder in self.store.memory_folders():
-            scan = self.store.scan(folder, load=False)
+            rows = index.load_lastrun(folder.path)
+            scan = (self.store.scan(folder, load=False) if rows is None
+                    else self.store.scan_since(folder, rows))
             self.problems += scan.problems
-            self.plan.memory_count += len(scan.entries)
+            self.plan.memory_count += scan.count
             changed = {e["id"] for e in scan.entries
                        if e.get("run_hash") != e["content_hash"] or e["id"] in flagged_ids}
             if changed:
@@ -226,16 +232,17 @@ class Planner:
 
     def _take(self, scan: FolderScan, ids: set[str], changed: set[str] | None = None) -> None:
         """Put the folder's memories `ids` into the simulated store."""
-        run_hashes = {e["id"]: e.get("run_hash") for e in scan.entries}
+        run_hashes = scan.run_hashes
         files = {e["id"]: e["file"] for e in scan.entries}
         cache = self._folder_sigs(scan.folder)
         for mem_id in sorted(ids):
             mem = scan.memories.get(mem_id) or self.store.read_memory(scan.folder.path / files[mem_id],
                                                                         scan.folder)
-            rel = self.store.rel(mem.path)
+            rel = f"{scan.folder.rel}/{mem.path.name}"
             run_hash = run_hashes.get(mem_id)
             is_changed = changed is None and run_hash != mem.content_hash or mem_id in (changed or ())
-            item = Live(mem, scan.folder, rel, run_hash, is_changed, cache.get(mem.content_hash))
+            item = Live(mem, scan.folder, rel, run_hash, is_changed, cache.get(mem.content_hash),
+                        rules.newest_first_key(mem))
             self._all_loaded.append(item)
             self.live[mem.id] = item
             self.hashes[rel] = mem.content_hash
@@ -264,7 +271,12 @@ class Planner:
     # ------------------------------------------------------------ helpers
 
     def protected(self, item: Live) -> str | None:
-        return rules.protection_reason(item.mem, self.now, self.cfg, self.opts.consent)
+        """Why the memory is protected (computed once; a rewrite computes it again)."""
+        mem_id = item.mem.id
+        if mem_id not in self._protection:
+            self._protection[mem_id] = rules.protection_reason(item.mem, self.now, self.cfg,
+                                                               self.opts.consent)
+        return self._protection[mem_id]
 
     def eligible(self, item: Live) -> bool:
         """Takes part in the rules at all, and is in this run's scope."""
@@ -277,6 +289,7 @@ class Planner:
         op = FileOp("write", item.rel, self.hashes[item.rel], raw)
         item.mem = Memory(data, item.mem.path, item.mem.fmt, sha256(raw))
         self.hashes[item.rel] = op.after
+        self._protection.pop(item.mem.id, None)
         return op
 
     def archive_ops(self, item: Live, data: dict[str, Any]) -> list[FileOp]:
@@ -312,7 +325,7 @@ class Planner:
             block = blocks[key]
             if self.opts.trigger == "session_end" and not any(i.changed for i in block):
                 continue
-            self._merge_block(sorted(block, key=lambda i: rules.newest_first_key(i.mem), reverse=True))
+            self._merge_block(sorted(block, key=lambda i: i.key, reverse=True))
         if self.opts.judge is not None:
             self._judge_grey()
 
@@ -320,8 +333,7 @@ class Planner:
         texts = [rules.content_text(i.mem.content) for i in block]
         focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
         floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
-        sigs = [self._sig(item, text) for item, text in zip(block, texts, strict=True)] \
-            if len(block) > ALL_PAIRS_MAX else None
+        sigs = self._sigs(block, texts) if len(block) > ALL_PAIRS_MAX else None
         pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus, floor=floor,
                               sigs=sigs)
         older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
@@ -338,12 +350,16 @@ class Planner:
         if self.opts.judge is not None:
             self._collect_grey(block, pairs)
 
-    def _sig(self, item: Live, text: str) -> bytes:
-        """The memory's signature: cached by content hash, else computed and kept for the cache."""
-        if item.sig is None:
-            item.sig = _signature(text)
-            self._folder_sigs(item.folder)[item.mem.content_hash] = item.sig
-        return item.sig
+    def _sigs(self, block: list[Live], texts: list[str]) -> list[bytes]:
+        """The block's signatures: cached by content hash, the missing ones computed in bulk
+        and kept for the folder's cache."""
+        from memcli import candidates
+
+        missing = [n for n, item in enumerate(block) if item.sig is None]
+        for n, sig in zip(missing, candidates.signatures([texts[n] for n in missing]), strict=True):
+            block[n].sig = sig
+            self._folder_sigs(block[n].folder)[block[n].mem.content_hash] = sig
+        return [item.sig or b"" for item in block]
 
     def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],
                  assigned: set[int]) -> list[tuple[Live, float]]:
@@ -647,7 +663,7 @@ def apply(store: Store, planning: Planning) -> Outcome:
     plan = planning.plan
     applied = journal.execute(store, plan)
     outcome = _outcome(plan, applied.actions, applied.skips, started)
-    journal.commit(store, plan.run_id, {
+    hashes = journal.commit(store, plan.run_id, {
         "folders": sorted({f for a in applied.actions for f in a.folders}),
         "covered": plan.covered,
         "review": [a.review for a in applied.actions if a.review],
@@ -657,7 +673,7 @@ def apply(store: Store, planning: Planning) -> Outcome:
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
     })
-    _save_sig_caches(store, planning)
+    _save_sig_caches(store, planning, hashes)
     outcome.notes += _problem_notes(planning.problems)
     return outcome
 
@@ -666,18 +682,17 @@ def _problem_notes(problems: list[Problem]) -> list[str]:
     return [f"skipped {p}" if p.severity == "error" else f"warning: {p}" for p in problems]
 
 
-def _save_sig_caches(store: Store, planning: Planning) -> None:
+def _save_sig_caches(store: Store, planning: Planning, hashes: dict[str, set[str]]) -> None:
     """Keep the signatures of the memories now in each covered folder, for the next pass."""
     from memcli import index
 
-    for rel in planning.plan.covered:
+    for rel, current in hashes.items():
         sigs = planning.sigs.get(rel)
         folder = store.folder_by_rel(rel)
         if not sigs or folder is None:
             continue
-        current = {e["content_hash"] for e in store.scan(folder, load=False).entries}
         kept = {h: s for h, s in sigs.items() if h in current}
-        if kept != index.load_sigs(folder.path):
+        if kept != sigs or not (folder.path / index.SIG_NAME).exists():
             index.save_sigs(folder.path, kept)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from memcli import fsops, log, opsfiles, review
+from memcli import fsops, index, log, opsfiles, review
 from memcli.errors import MemcliError
 from memcli.model import Action, FileOp, Plan, sha256
 from memcli.store import Store
@@ -158,21 +158,23 @@ def _hash_of(path: Path) -> str | None:
 # ---------------------------------------------------------------- finish (also after a crash)
 
 
-def commit(store: Store, run_id: str, finish: dict[str, Any]) -> None:
-    """Mark the run's memory changes done and record what is left, then do it."""
+def commit(store: Store, run_id: str, finish: dict[str, Any]) -> dict[str, set[str]]:
+    """Mark the run's memory changes done and record what is left, then do it. Returns the
+    content hashes now in each covered folder (for the signature cache)."""
     data = {"run_id": run_id, "phase": "committed", **finish}
     fsops.write_replace(journal_path(store, run_id), orjson.dumps(data))
-    complete(store, data)
+    return complete(store, data)
 
 
-def complete(store: Store, data: dict[str, Any]) -> None:
+def complete(store: Store, data: dict[str, Any]) -> dict[str, set[str]]:
     """Indices, review queue, state and log for a committed run; idempotent."""
     pause = store.settings.consolidation.index_pause_ms / 1000
     covered = set(data.get("covered", []))
+    hashes: dict[str, set[str]] = {}
     for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered)):
         if position and pause:
             time.sleep(pause)  # spreads index rewrites out for readers on slow disks
-        _reindex_folder(store, rel, refresh_run_hash=rel in covered)
+        hashes[rel] = _reindex_folder(store, rel, refresh_run_hash=rel in covered)
     review.add_items(store.root, data.get("review", []))
     _update_state(store, data.get("state", {}))
     if data.get("log_entry"):
@@ -180,29 +182,26 @@ def complete(store: Store, data: dict[str, Any]) -> None:
     journal = journal_path(store, data["run_id"])
     if journal.exists():
         fsops.unlink(journal)
+    return {rel: found for rel, found in hashes.items() if rel in covered}
 
 
-def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> None:
-    folder = _folder_of(store, rel)
+def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
+    """Bring a folder's index up to date; a folder the run covered also gets `run_hash`
+    refreshed and its last-run snapshot (what session_end compares against) rewritten."""
+    folder = store.folder_by_rel(rel)
     if folder is None:
-        return
+        return set()
     scan = store.scan(folder, load=False)
     if scan.index is None and not scan.entries and not (folder.path / "_index.json").exists():
-        return  # an empty folder with no index (e.g. one a rolled-back run created) needs none
+        return set()  # an empty folder with no index (e.g. one a rolled-back run created) needs none
     if refresh_run_hash:
         for entry in scan.entries:
             entry["run_hash"] = entry["content_hash"]
     if refresh_run_hash or scan.drift:
         store.save_index(folder, scan.entries)
-
-
-def _folder_of(store: Store, rel: str) -> Any:
-    parts = rel.split("/")
-    if parts[0] in ("global", "archive"):
-        return store.folder(parts[0], parts[0])
-    if len(parts) == 2 and (store.root / rel).is_dir():
-        return store.folder(parts[0], parts[1])
-    return None
+    if refresh_run_hash and folder.scope != "archive":
+        index.save_lastrun(folder.path, scan.entries)
+    return {e["content_hash"] for e in scan.entries}
 
 
 def _update_state(store: Store, update: dict[str, Any]) -> None:
@@ -247,7 +246,9 @@ def recover(store: Store) -> list[str]:
         else:
             count = rollback(store, run_id, data.get("files", []))
             messages.append(f"rolled back interrupted run {run_id} ({count} file(s) restored)")
-    removed = remove_tmp_files(store)
+    # A crashed run may have left temporary files anywhere it wrote; otherwise only the journal's
+    # own (in ops/) can be there, and walking a 100,000-file store on every command costs.
+    removed = remove_tmp_files(store, whole_store=bool(messages))
     if removed:
         messages.append(f"removed {removed} temporary file(s) left by an interrupted write")
     return messages
@@ -263,7 +264,7 @@ def rollback(store: Store, run_id: str, files: list[dict[str, Any]]) -> int:
         folders.add(str(Path(rel).parent))
         restored += _restore_one(store, run_id, rel, created)
     for rel in sorted(folders):
-        _reindex_folder(store, rel, refresh_run_hash=False)
+        _reindex_folder(store, rel, refresh_run_hash=False)  # the last-run snapshot stays as it was
     journal = journal_path(store, run_id)
     if journal.exists():
         fsops.unlink(journal)
@@ -303,9 +304,10 @@ def _move_aside(store: Store, run_id: str, rel: str) -> None:
     fsops.move(live, aside)
 
 
-def remove_tmp_files(store: Store) -> int:
+def remove_tmp_files(store: Store, whole_store: bool = True) -> int:
+    """Remove temporary files of interrupted writes (never memories: only memcli's own names)."""
     count = 0
-    for path in list(fsops.leftover_tmp_files(store.root)):
+    for path in list(fsops.leftover_tmp_files(store.root if whole_store else store.ops)):
         fsops.unlink(path)
         count += 1
     return count

@@ -239,19 +239,23 @@ def _json_kind(value: Any) -> str:
 
 def decode(raw: bytes, fmt: str) -> dict[str, Any]:
     """Bytes of a memory file -> record. Raises ValueError with a user-facing reason."""
+    if fmt == "json":
+        return _decode_json(raw)
+    return _decode_markdown(_utf8(raw))
+
+
+def _utf8(raw: bytes) -> str:
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})") from exc
-    if fmt == "json":
-        return _decode_json(text)
-    return _decode_markdown(text)
 
 
-def _decode_json(text: str) -> dict[str, Any]:
+def _decode_json(raw: bytes) -> dict[str, Any]:
     try:
-        data = orjson.loads(text)
+        data = orjson.loads(raw)  # orjson checks UTF-8 itself: no separate decode pass
     except orjson.JSONDecodeError as exc:
+        _utf8(raw)  # name the bad byte when that is what broke it
         raise ValueError(f"not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")

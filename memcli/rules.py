@@ -107,9 +107,18 @@ def promotion_linked(a: Memory, b: Memory) -> bool:
 
 def newest_first_key(mem: Memory) -> tuple[str, str, str]:
     """created_at, then updated_at, then id: sorting by it descending puts the newest first."""
-    created = mem.ts("created_at")
-    updated = mem.ts("updated_at")
-    return (created.isoformat() if created else "", updated.isoformat() if updated else "", mem.id)
+    return (_sortable(mem.data.get("created_at")), _sortable(mem.data.get("updated_at")), mem.id)
+
+
+def _sortable(value: Any) -> str:
+    """A timestamp as a string that sorts in time order. Canonical UTC stamps already do
+    (the common case, no parsing); others are parsed and rewritten."""
+    if isinstance(value, str) and len(value) == 20 and value[10] == "T" and value[19] == "Z":
+        return value
+    from memcli.model import format_ts, ts_or_none
+
+    moment = ts_or_none(value)
+    return format_ts(moment) if moment else ""
 
 
 def edited_since_run(mem: Memory, run_hash: str | None, had_run: bool) -> bool:

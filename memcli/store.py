@@ -7,6 +7,7 @@ file and the reason; the file is left alone and everything else goes on.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat as statmod
 from collections import defaultdict
@@ -22,6 +23,7 @@ from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFou
 from memcli.model import Memory, decode, fmt_of, is_valid_id, now, sha256, validate
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
+_SYMLINK = "is a symlink; memcli never follows links"
 SCOPE_ROOTS = ("agent", "team", "global")
 DEFAULT_TOML = """\
 # memcli settings: every key is optional; these are the defaults (see README).
@@ -75,6 +77,12 @@ class FolderScan:
     problems: list[Problem]
     index: dict[str, Any] | None
     drift: bool  # the saved index disagrees with the files
+    run_hashes: dict[str, Any] = field(default_factory=dict)  # id -> run_hash, from the saved index
+    file_count: int = -1  # memory files seen, when entries were not built (-1: len(entries))
+
+    @property
+    def count(self) -> int:
+        return len(self.entries) if self.file_count < 0 else self.file_count
 
 
 @dataclass
@@ -170,26 +178,64 @@ class Store:
 
     # ------------------------------------------------------------ reading
 
-    def scan(self, folder: Folder, load: bool = True) -> FolderScan:
+    def scan(self, folder: Folder, load: bool = True, entries: bool = True) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
-        With load=False, files whose index entry matches size and mtime are not read."""
+        With load=False, files whose index entry matches size and mtime are not read; with
+        entries=False (planning), no index entries are built, only the memories read."""
         problems: list[Problem] = []
         saved = self._load_index(folder, problems)
         old = {e.get("file"): e for e in (saved or {}).get("entries", []) if isinstance(e, dict)}
-        entries: list[dict[str, Any]] = []
+        found: list[dict[str, Any]] = []
         memories: dict[str, Memory] = {}
-        for path, st in self._memory_files(folder, problems):
-            cached = old.get(path.name)
-            if not load and cached and _matches(cached, st):
-                entries.append(cached)
-                continue
-            mem = self._read(path, st, folder, problems)
+        archive = folder.scope == "archive"
+        base = str(folder.path)
+        for name in self._memory_names(folder):
+            cached = old.get(name)
+            if not load:  # plain strings here: this loop runs for every file of the store
+                st = self._stat(f"{base}/{name}", problems)
+                if st is None:
+                    continue
+                if cached and _matches(cached, st):
+                    found.append(cached)
+                    continue
+            mem = self._read(folder.path / name, folder, problems)
             if mem is not None:
                 memories[mem.id] = mem
-                entries.append(index.entry_for(mem, cached, archive=folder.scope == "archive"))
-        self._report_gone(folder, old, entries, problems)
-        drift = not index.same_entries(saved, entries)
-        return FolderScan(folder, entries, memories, problems, saved, drift)
+                if entries:
+                    found.append(index.entry_for(mem, cached, archive=archive))
+        if not entries:
+            return FolderScan(folder, [], memories, problems, saved, False, _run_hashes(old))
+        self._report_gone(folder, old, found, problems)
+        drift = not index.same_entries(saved, found)
+        return FolderScan(folder, found, memories, problems, saved, drift, _run_hashes(old))
+
+    def scan_since(self, folder: Folder, rows: dict[str, list[Any]]) -> FolderScan:
+        """Like scan(load=False), but against the last-run snapshot instead of the index:
+        a file whose size and mtime match its row is taken as the last run saw it, unread.
+        A folder with no change returns only its file count (no entries: nothing to plan)."""
+        problems: list[Problem] = []
+        base = str(folder.path)
+        names = self._memory_names(folder)
+        same: list[str] = []
+        differ: list[str] = []
+        for name in names:
+            st = self._stat(f"{base}/{name}", problems)
+            if st is None:
+                continue
+            row = rows.get(name)
+            (same if row and row[1] == st.st_size and row[2] == st.st_mtime_ns else differ).append(name)
+        if not differ:
+            return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(same))
+        found = [_entry_from_row(rows[name]) for name in same]
+        memories: dict[str, Memory] = {}
+        for name in differ:
+            mem = self._read(folder.path / name, folder, problems)
+            if mem is not None:
+                memories[mem.id] = mem
+                row = rows.get(name)
+                found.append(index.entry_for(mem, {"run_hash": row[3]} if row else None))
+        run_hashes = {e["id"]: e.get("run_hash") for e in found}
+        return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(found))
 
     def scan_all(self, load: bool = True, archive: bool = False) -> StoreScan:
         """Scan every live folder (and the archive); a duplicate id is bad input everywhere."""
@@ -205,11 +251,9 @@ class Store:
     def read_memory(self, path: Path, folder: Folder) -> Memory:
         """Read one memory file; raises BadRecordError naming the file and the reasons."""
         problems: list[Problem] = []
-        try:
-            st = path.lstat()
-        except FileNotFoundError as exc:
-            raise NotFoundError(f"{self.rel(path)}: no such file") from exc
-        mem = self._read(path, st, folder, problems) if self._acceptable(path, st, problems) else None
+        if not os.path.lexists(path):
+            raise NotFoundError(f"{self.rel(path)}: no such file")
+        mem = self._read(path, folder, problems)
         if mem is None:
             raise BadRecordError(self.rel(path), [p.reason for p in problems])
         return mem
@@ -224,22 +268,25 @@ class Store:
                 return self.read_memory(path, folder), folder
         raise NotFoundError(f"no memory {mem_id} in this store (see `memcli list`)")
 
-    def _memory_files(self, folder: Folder, problems: list[Problem]) -> Iterator[tuple[Path, os.stat_result]]:
+    def _memory_names(self, folder: Folder) -> list[str]:
         try:
-            items = sorted(os.scandir(folder.path), key=lambda e: e.name)
+            names = os.listdir(folder.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(n for n in names if n.endswith((".json", ".md")) and not n.startswith((".", "_")))
+
+    def _stat(self, path: str, problems: list[Problem]) -> os.stat_result | None:
+        try:
+            st = os.lstat(path)
         except FileNotFoundError:
-            return
-        for item in items:
-            path = Path(item.path)
-            if fmt_of(path) is None:
-                continue
-            st = item.stat(follow_symlinks=False)
-            if self._acceptable(path, st, problems):
-                yield path, st
+            return None
+        if statmod.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES:
+            return st  # the common case, decided without building a Path
+        return st if self._acceptable(Path(path), st, problems) else None
 
     def _acceptable(self, path: Path, st: os.stat_result, problems: list[Problem]) -> bool:
         if statmod.S_ISLNK(st.st_mode):
-            problems.append(Problem(self.rel(path), "is a symlink; memcli never follows links", "symlink"))
+            problems.append(Problem(self.rel(path), _SYMLINK, "symlink"))
             return False
         if not statmod.S_ISREG(st.st_mode):
             problems.append(Problem(self.rel(path), "is not a regular file", "bad_file"))
@@ -250,12 +297,17 @@ class Store:
             return False
         return True
 
-    def _read(self, path: Path, st: os.stat_result, folder: Folder, problems: list[Problem]) -> Memory | None:
+    def _read(self, path: Path, folder: Folder, problems: list[Problem]) -> Memory | None:
+        """Open without following links and check the open file itself, so that a file swapped
+        for a link between listing and reading is never followed."""
+        raw_st = self._open_read(path, problems)
+        if raw_st is None:
+            return None
+        raw, st = raw_st
         fmt = fmt_of(path) or "json"
         try:
-            raw = path.read_bytes()
             data = decode(raw, fmt)
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
             problems.append(Problem(self.rel(path), str(exc), "unreadable"))
             return None
         file_id = path.stem.split("@")[0] if folder.scope == "archive" else path.stem
@@ -267,6 +319,27 @@ class Store:
         for warning in warnings:
             problems.append(Problem(self.rel(path), warning, "no_timezone", "warning"))
         return Memory(data, path, fmt, sha256(raw), st.st_size, st.st_mtime_ns, warnings)
+
+    def _open_read(self, path: Path, problems: list[Problem]) -> tuple[bytes, os.stat_result] | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                problems.append(Problem(self.rel(path), _SYMLINK, "symlink"))
+            elif exc.errno != errno.ENOENT:
+                problems.append(Problem(self.rel(path), f"cannot be read ({exc.strerror})", "unreadable"))
+            return None
+        try:
+            st = os.fstat(fd)
+            if not self._acceptable(path, st, problems):
+                return None
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                return handle.read(), st
+        except OSError as exc:
+            problems.append(Problem(self.rel(path), f"cannot be read ({exc.strerror})", "unreadable"))
+            return None
+        finally:
+            os.close(fd)
 
     def _load_index(self, folder: Folder, problems: list[Problem]) -> dict[str, Any] | None:
         try:
@@ -348,6 +421,16 @@ class Store:
 def is_valid_scope_id(name: str) -> bool:
     return bool(name) and len(name) <= 100 and name not in (".", "..") and all(
         c.isalnum() or c in "._-" for c in name) and not name.startswith(".")
+
+
+def _entry_from_row(row: list[Any]) -> dict[str, Any]:
+    """An index-like entry for a file unchanged since the last run, from its snapshot row."""
+    return {"id": str(row[0]).rsplit(".", 1)[0], "file": row[0], "size": row[1], "mtime_ns": row[2],
+            "content_hash": row[3], "run_hash": row[3], "type": row[4], "subtype": row[5]}
+
+
+def _run_hashes(old: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    return {str(e.get("id")): e.get("run_hash") for e in old.values()}
 
 
 def _matches(entry: dict[str, Any], st: os.stat_result) -> bool:

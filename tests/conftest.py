@@ -106,11 +106,11 @@ def add(root: Path, fmt: str = "json", **fields: Any) -> dict[str, Any]:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every memory file's bytes, by path relative to the store (indices and ops aside)."""
+    """Every memory file's bytes, by path relative to the store (indices, caches and ops aside)."""
     out: dict[str, bytes] = {}
     for path in root.rglob("*"):
         rel = path.relative_to(root)
-        if path.is_file() and rel.parts[0] in ("agent", "team", "global") and path.name != "_index.json":
+        if path.is_file() and rel.parts[0] in ("agent", "team", "global") and not path.name.startswith("_"):
             out[str(rel)] = path.read_bytes()
     return out
 

@@ -66,7 +66,7 @@ def test_index_codes(store: Path) -> None:
     add(store, summary="dropped by hand")                       # agent/coder: misses a file
     (store / "agent" / "other" / "_index.json").write_text("{broken")
     third = store / "agent" / "third" / "_index.json"
-    third.write_bytes(third.read_bytes().replace(b'"entry_count": 1', b'"entry_count": 7'))
+    third.write_bytes(third.read_bytes().replace(b'"entry_count":1', b'"entry_count":7'))
     (store / "agent" / "fourth" / "_index.json").unlink()
     add(store, summary="no index at all", scope="team", scope_id="t")
     code, data = report(store)

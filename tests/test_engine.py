@@ -358,22 +358,33 @@ def test_actions_depending_on_a_skipped_one_are_skipped(store: Path) -> None:
 # ---------------------------------------------------------------- triggers
 
 
-def test_session_end_looks_only_at_changes_since_the_last_run(store: Path) -> None:
-    add(store, summary="quiet one", access_count=2)
-    run(store)
-    stale_untouched = add(store, summary="untouched but stale", access_count=0)
-    state = opsfiles.read_state(store)
-    s = Store(store)
-    s.refresh_index(s.folder("agent", "coder"))  # indexed before the run below ...
-    index_path = store / "agent" / "coder" / "_index.json"
-    index = json.loads(index_path.read_text())
-    for entry in index["entries"]:
-        entry["run_hash"] = entry["content_hash"]  # ... and counted as seen by a run
-    index_path.write_text(json.dumps(index))
-    changed = add(store, summary="a new stale memory", access_count=0)
+def test_session_end_looks_only_at_changes_since_the_last_run(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    untouched = add(store, summary="stale by now but unchanged", access_count=0, created_at=days_ago(6))
+    run(store)  # still fresh, so protected: left alone, but recorded as seen by this run
+    monkeypatch.setenv("MEMCLI_NOW", "2026-11-24T00:00:00Z")
+    changed = add(store, summary="a new stale memory", access_count=0, created_at=days_ago(30))
     out = run(store, trigger="session_end")
     assert [a.get("memory_id") for a in out.actions] == [changed["id"]]
-    assert live(store, stale_untouched["id"]) and state["last_success"]
+    assert live(store, untouched["id"])
+    assert [a["memory_id"] for a in run(store, dry_run=True).actions] == [untouched["id"]]  # a full run would
+
+
+def test_session_end_without_a_snapshot_uses_the_index(store: Path) -> None:
+    old = add(store, summary=DUP, created_at=days_ago(40))
+    run(store)
+    (store / "agent" / "coder" / "_lastrun.json").unlink()
+    new = add(store, summary=DUP + " again", created_at=days_ago(10))
+    out = run(store, trigger="session_end")
+    assert out.actions == [{"type": "merge", "source_ids": [old["id"], new["id"]], "result_id": new["id"]}]
+
+
+def test_session_end_sees_a_file_edited_in_place(store: Path) -> None:
+    data = add(store, summary="kept", access_count=3)
+    run(store)
+    path = live(store, data["id"])
+    assert path is not None
+    path.write_bytes(encode({**data, "access_count": 0}, "json"))  # same folder entry, new bytes
+    assert [a["memory_id"] for a in run(store, trigger="session_end").actions] == [data["id"]]
 
 
 def test_session_end_finds_duplicates_of_changed_memories(store: Path) -> None:

@@ -1,0 +1,662 @@
+"""Benchmark memcli consolidation on synthetic stores, plus the duplicate rule on MRPC.
+
+    python bench/run.py [--sizes 1000,10000,100000] [--dir /tmp/memcli-bench]
+                        [--out bench/RESULTS.md] [--mrpc-data ../shared/data/mrpc]
+                        [--json-out FILE] [--keep]
+
+For each size it generates a store with planted near-duplicates (bench/generate.py) and
+measures every phase in a fresh Python process (``--phase NAME --store DIR``, which prints
+its own time and peak RSS as one JSON line): the read-and-parse floor, a cold dry run, a
+reindex, a dry run with indices, a full real pass on a copy, the dry run a weekly run would
+make next, and a session-end pass after 20 new memories. It then computes the recall of the
+planted duplicates and the MRPC figures, prints one table and writes it as Markdown to --out.
+See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout
+    sys.path.insert(0, str(ROOT))
+
+BENCH_NOW = "2026-11-22T00:00:00Z"  # the moment bench/generate.py builds its stores around
+DEFAULT_SIZES = (1000, 10_000, 100_000)
+DEFAULT_DIR = Path("/tmp/memcli-bench")
+DEFAULT_OUT = ROOT / "bench" / "RESULTS.md"
+DEFAULT_MRPC = ROOT.parent / "shared" / "data" / "mrpc"
+SESSION_NEW = 20  # memories added before the session-end pass, half near-duplicates
+THRESHOLD = 0.80  # content_similarity default
+# Targets (stated for 100k memories); "a few ms per changed memory" is read as <= 5 ms.
+MAX_PLAN_X_FLOOR = 2.0
+MAX_SESSION_S = 0.5
+MAX_PEAK_MB = 500.0
+MAX_APPLY_MS = 5.0
+MAX_MRPC_FALSE_MERGE = 0.04
+MIN_MRPC_RECALL = 0.30
+SESSION_FOLDER = "agent/agent0"  # the one-agent session writes here
+PHASE_ORDER = ("floor", "dry_cold", "reindex", "dry_indexed", "real", "dry_warm", "session_end",
+               "session_spread")
+JsonDict = dict[str, Any]
+
+
+# ================================================================ child side: one phase
+
+
+class Timers:
+    """Wraps module functions to add up the time spent in them and count the calls."""
+
+    def __init__(self) -> None:
+        self.seconds: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
+
+    def wrap(self, owner: Any, attr: str, key: str) -> None:
+        """Replace owner.attr by a timed wrapper (no-op when the attribute is missing)."""
+        original = getattr(owner, attr, None)
+        if original is None:
+            return
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[key] += time.perf_counter() - started
+                self.calls[key] += 1
+
+        setattr(owner, attr, timed)
+
+
+def memory_dirs(store: Path) -> list[Path]:
+    """agent/*/, team/*/ and global/: the live memory folders."""
+    found = [p for scope in ("agent", "team") for p in sorted((store / scope).glob("*")) if p.is_dir()]
+    return found + ([store / "global"] if (store / "global").is_dir() else [])
+
+
+def phase_floor(store: Path) -> JsonDict:
+    """Read and parse every memory file, nothing else: the floor any full pass pays."""
+    import orjson
+
+    from memcli.model import decode
+
+    files = size = 0
+    for folder in memory_dirs(store):
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                if not name.startswith("mem_") or not name.endswith((".json", ".md")):
+                    continue
+                with open(entry.path, "rb") as handle:
+                    raw = handle.read()
+                orjson.loads(raw) if name.endswith(".json") else decode(raw, "md")
+                files += 1
+                size += len(raw)
+    return {"files": files, "bytes": size}
+
+
+def phase_reindex(store: Path) -> JsonDict:
+    """Rebuild every index from the files."""
+    from memcli.memories import reindex
+    from memcli.store import Store
+
+    result = reindex(Store.open(str(store)))
+    return {"folders": len(result.folders), "entries": sum(result.folders.values()),
+            "problems": len(result.problems)}
+
+
+def changed_memories(action: JsonDict) -> int:
+    """Memory files an applied action rewrites, moves or creates (log entries only)."""
+    kind = action.get("type")
+    if kind == "merge":
+        return len(action.get("source_ids", []))  # keeper rewritten, members archived
+    if kind == "promote":
+        return 2  # the original rewritten, the copy created
+    return 1 if kind in ("summarize", "archive") else 0
+
+
+def summarize_outcome(outcome: Any, timers: Timers) -> JsonDict:
+    """What the parent needs from a run: action counts, merge groups, stats and timers."""
+    actions: list[JsonDict] = outcome.actions
+    return {
+        "actions": dict(Counter(str(a.get("type")) for a in actions)),
+        "keep_separate": dict(Counter(str(a.get("reason")) for a in actions
+                                      if a.get("type") == "keep_separate")),
+        "merges": [list(a["source_ids"]) for a in actions if a.get("type") == "merge"],
+        "changed": sum(changed_memories(a) for a in actions),
+        "deferred": len(outcome.deferred),
+        "stats": outcome.stats,
+        "notes": list(outcome.notes)[:5],
+        "plan_s": timers.seconds["plan"], "apply_s": timers.seconds["apply"],
+        "fsyncs": timers.calls["fsync"], "fsync_s": timers.seconds["fsync"],
+    }
+
+
+def run_consolidate(store: Path, **kwargs: Any) -> JsonDict:
+    """engine.consolidate on the store, with plan, apply and os.fsync timed."""
+    from memcli import engine
+    from memcli.store import Store
+
+    timers = Timers()
+    timers.wrap(engine, "plan", "plan")
+    timers.wrap(engine, "apply", "apply")
+    timers.wrap(os, "fsync", "fsync")
+    return summarize_outcome(engine.consolidate(Store.open(str(store)), **kwargs), timers)
+
+
+PHASES: dict[str, Callable[[Path], JsonDict]] = {
+    "floor": phase_floor,
+    "dry_cold": lambda store: run_consolidate(store, dry_run=True),
+    "reindex": phase_reindex,
+    "dry_indexed": lambda store: run_consolidate(store, dry_run=True),
+    "real": lambda store: run_consolidate(store, trigger="manual"),
+    "dry_warm": lambda store: run_consolidate(store, dry_run=True),
+    "session_end": lambda store: run_consolidate(store, trigger="session_end"),
+    "session_spread": lambda store: run_consolidate(store, trigger="session_end"),
+}
+
+
+def preload(phase: str) -> None:
+    """Import what the phase uses before the clock starts (process time covers imports)."""
+    import orjson  # noqa: F401
+
+    import memcli.model  # noqa: F401
+
+    if phase != "floor":
+        import memcli.candidates  # noqa: F401
+        import memcli.engine  # noqa: F401
+        import memcli.guards  # noqa: F401
+        import memcli.llm_bridge  # noqa: F401
+        import memcli.memories  # noqa: F401
+
+
+def phase_main(phase: str, store: Path) -> int:
+    """Child entry point: run one phase, print its figures as one JSON line."""
+    preload(phase)
+    started = time.perf_counter()
+    figures = PHASES[phase](store)
+    elapsed = time.perf_counter() - started
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux
+    print(json.dumps({"phase": phase, "seconds": elapsed, "peak_mb": peak_kb / 1024, **figures}))
+    return 0
+
+
+# ================================================================ parent side: one size
+
+
+def phase_env() -> dict[str, str]:
+    """Fixed clock, no store from the shell, no LLM key (rules-only figures)."""
+    env = dict(os.environ, MEMCLI_NOW=BENCH_NOW)
+    for name in ("MEMCLI_STORE", "ANTHROPIC_API_KEY", "MEMCLI_CRASH_AT"):
+        env.pop(name, None)
+    return env
+
+
+def run_phase(phase: str, store: Path) -> JsonDict:
+    """Run one phase in a fresh process; its JSON plus the whole process's wall time."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--phase", phase, "--store", str(store)]
+    started = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, env=phase_env(), check=False)
+    wall = time.perf_counter() - started
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"phase {phase} on {store} failed (exit {proc.returncode}):\n"
+                           f"{proc.stderr[-3000:]}")
+    result: JsonDict = json.loads(lines[-1])
+    result["process_s"] = wall
+    print(f"  {phase:<14} {result['seconds']:8.3f} s  (process {wall:.3f} s, "
+          f"peak {result['peak_mb']:.0f} MB)", file=sys.stderr, flush=True)
+    return result
+
+
+def file_set(store: Path) -> set[str]:
+    """Every file path under the store, relative: to notice what a dry run wrote."""
+    return {str(Path(top, name).relative_to(store)) for top, _, names in os.walk(store) for name in names}
+
+
+def copy_store(src: Path, dst: Path) -> None:
+    """Copy a store, keeping mtimes (indices stay valid)."""
+    shutil.rmtree(dst, ignore_errors=True)
+    subprocess.run(["cp", "-a", str(src), str(dst)], check=True)
+
+
+def bench_size(n: int, base: Path, keep: bool) -> JsonDict:
+    """Every phase, recall and session figures for one store size."""
+    from bench import generate
+
+    work = base / f"n{n}"
+    shutil.rmtree(work, ignore_errors=True)
+    store, real = work / "store", work / "real"
+    print(f"n={n}: generating {store}", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    planted = generate.generate(store, n)
+    result: JsonDict = {"n": n, "generate_s": time.perf_counter() - started, "planted": len(planted)}
+    phases: JsonDict = {"floor": run_phase("floor", store)}
+    before = file_set(store)
+    phases["dry_cold"] = run_phase("dry_cold", store)
+    result["dry_run_wrote"] = sorted(file_set(store) - before)
+    for phase in ("reindex", "dry_indexed"):
+        phases[phase] = run_phase(phase, store)
+    copy_store(store, real)
+    for phase in ("real", "dry_warm"):
+        phases[phase] = run_phase(phase, real)
+    sessions = {"session_end": generate.add_session(real, SESSION_NEW, folder=SESSION_FOLDER)[1]}
+    phases["session_end"] = run_phase("session_end", real)
+    sessions["session_spread"] = generate.add_session(real, SESSION_NEW, seed=29)[1]
+    phases["session_spread"] = run_phase("session_spread", real)
+    result["phases"] = phases
+    result["recall"] = recall_figures(store, planted, phases["dry_cold"]["merges"])
+    result["session"] = {name: pair_figures(real, pairs, phases[name]["merges"])
+                         for name, pairs in sessions.items()}
+    result["real_matches_plan"] = group_set(phases["real"]["merges"]) == group_set(
+        phases["dry_cold"]["merges"])
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+# ================================================================ recall
+
+
+def group_set(merges: Iterable[Sequence[str]]) -> set[frozenset[str]]:
+    """Merge groups as sets of ids, to compare two plans."""
+    return {frozenset(group) for group in merges}
+
+
+def merged_pairs(merges: Iterable[Sequence[str]]) -> set[frozenset[str]]:
+    """Every pair of ids that ended up in the same merge group."""
+    return {frozenset((a, b)) for group in merges for a in group for b in group if a < b}
+
+
+def id_paths(store: Path) -> dict[str, Path]:
+    """Memory id -> file: live folders first, else archive/ (`<id>[@<run_id>].json`)."""
+    found = {p.stem.split("@")[0]: p for p in (store / "archive").glob("mem_*.json")}
+    found.update((p.stem, p) for folder in memory_dirs(store) for p in folder.glob("mem_*.json"))
+    return found
+
+
+def pair_score(a: JsonDict, b: JsonDict) -> float:
+    """The rule's content similarity of two records (token_sort_ratio on content_text)."""
+    from rapidfuzz import fuzz
+    from rapidfuzz.utils import default_process
+
+    from memcli.rules import content_text
+
+    left, right = default_process(content_text(a["content"])), default_process(content_text(b["content"]))
+    return float(fuzz.token_sort_ratio(left, right, processor=None)) / 100.0
+
+
+def pair_figures(store: Path, pairs: Sequence[tuple[str, str]], merges: list[list[str]]) -> JsonDict:
+    """Of the planted pairs: how many qualify (> threshold), how many a guard rejects, and
+    how many of the qualifying ones (with and without guard objections) were merged."""
+    import orjson
+
+    from memcli.guards import guard_rejects
+    from memcli.rules import raw_text
+
+    paths, merged = id_paths(store), merged_pairs(merges)
+    counts: Counter[str] = Counter()
+    guards: Counter[str] = Counter()
+    missed: list[tuple[str, str]] = []
+    for a_id, b_id in pairs:
+        a, b = (orjson.loads(paths[i].read_bytes()) for i in (a_id, b_id))
+        hit = frozenset((a_id, b_id)) in merged
+        counts["merged_any"] += hit
+        if pair_score(a, b) <= THRESHOLD:
+            continue
+        counts["qualifying"] += 1
+        counts["hit"] += hit
+        missed += [] if hit else [(a_id, b_id)]
+        guard = guard_rejects(raw_text(a["content"]), raw_text(b["content"]))
+        if guard:
+            guards[guard] += 1
+        else:
+            counts["unguarded"] += 1
+            counts["hit_unguarded"] += hit
+    return {"pairs": len(pairs), **{k: counts[k] for k in ("qualifying", "hit", "unguarded",
+                                                           "hit_unguarded", "merged_any")},
+            "recall": ratio(counts["hit"], counts["qualifying"]),
+            "recall_unguarded": ratio(counts["hit_unguarded"], counts["unguarded"]),
+            "guard_rejected": dict(guards), "missed": missed}
+
+
+def ratio(count: int, total: int) -> float | None:
+    """count / total, None when nothing to divide by."""
+    return count / total if total else None
+
+
+def clusters(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Union-find over planted pairs: id -> representative of its planted cluster."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        parent[find(a)] = find(b)
+    return {x: find(x) for x in list(parent)}
+
+
+def recall_figures(store: Path, planted: Sequence[tuple[str, str]], merges: list[list[str]]) -> JsonDict:
+    """pair_figures for the cold dry-run plan, plus merges outside planted clusters."""
+    figures = pair_figures(store, planted, merges)
+    cluster = clusters(planted)
+    extra = [p for p in merged_pairs(merges)
+             if len({cluster.get(i, i) for i in p}) > 1]
+    figures["extra_pairs"] = len(extra)
+    figures["extra_groups"] = sum(1 for g in merges if len({cluster.get(i, i) for i in g}) > 1)
+    return figures
+
+
+# ================================================================ MRPC
+
+
+def mrpc_figures(data_dir: Path) -> JsonDict:
+    """token_sort_ratio with and without guards on each MRPC split found; {} when none."""
+    from bench import mrpc
+
+    found: JsonDict = {}
+    for split in ("test", "train"):
+        try:
+            pairs = mrpc.load_split(data_dir, split)
+        except FileNotFoundError:
+            continue
+        found[split] = mrpc.measure(pairs, ("token_sort_ratio",), THRESHOLD)
+    return found
+
+
+# ================================================================ report
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.3f}" if seconds < 10 else f"{seconds:.1f}"
+
+
+def x_floor(res: JsonDict, phase: str) -> float:
+    """A phase's time as a multiple of the floor."""
+    phases = res["phases"]
+    return phases[phase]["seconds"] / max(phases["floor"]["seconds"], 1e-9)
+
+
+def timed_x(phase: str) -> Callable[[JsonDict], str]:
+    return lambda r: f"{fmt_s(r['phases'][phase]['seconds'])} ({x_floor(r, phase):.1f}x)"
+
+
+def apply_ms(res: JsonDict) -> float | None:
+    """Apply time per changed memory of the real pass, in ms."""
+    real = res["phases"]["real"]
+    return 1000 * real["apply_s"] / real["changed"] if real["changed"] else None
+
+
+def fmt_ratio(value: float | None, hit: int, total: int) -> str:
+    return "n/a (0/0)" if value is None else f"{value:.3f} ({hit}/{total})"
+
+
+def peak(res: JsonDict) -> tuple[float, str]:
+    """The highest peak RSS over the phases, and which phase."""
+    return max((p["peak_mb"], name) for name, p in res["phases"].items())
+
+
+def fmt_guards(rejected: dict[str, int]) -> str:
+    detail = ", ".join(f"{k} {v}" for k, v in sorted(rejected.items()))
+    return f"{sum(rejected.values())}" + (f" ({detail})" if detail else "")
+
+
+def fmt_fsyncs(res: JsonDict) -> str:
+    real = res["phases"]["real"]
+    per = 1000 * real["fsync_s"] / real["fsyncs"] if real["fsyncs"] else 0.0
+    return f"{real['fsyncs']} ({1000 * real['fsync_s']:.0f} ms, {per:.2f} ms each)"
+
+
+def fmt_session(phase: str) -> Callable[[JsonDict], str]:
+    def cell(res: JsonDict) -> str:
+        s = res["session"][phase]
+        return f"{s['hit']} of {s['qualifying']} qualifying ({s['pairs']} planted)"
+
+    return cell
+
+
+def writing_actions(res: JsonDict, phase: str) -> str:
+    """Actions a plan holds, and how many of them write (merge, summarize, promote, archive)."""
+    actions = res["phases"][phase]["actions"]
+    writing = sum(v for k, v in actions.items() if k in ("merge", "summarize", "promote", "archive"))
+    return f"{sum(actions.values())} ({writing} writing)"
+
+
+def phase_field(phase: str, key: str) -> Callable[[JsonDict], str]:
+    return lambda r: str(r["phases"][phase][key])
+
+
+ROWS: list[tuple[str, Callable[[JsonDict], str]]] = [
+    ("memories", lambda r: f"{r['n']:,}"),
+    ("planted near-duplicate pairs", lambda r: str(r["planted"])),
+    ("floor: read + parse every file, s", lambda r: fmt_s(r["phases"]["floor"]["seconds"])),
+    ("dry-run cold (no indices, no signature cache), s (x floor)", timed_x("dry_cold")),
+    ("reindex, s", lambda r: fmt_s(r["phases"]["reindex"]["seconds"])),
+    ("dry-run with indices, no signature cache, s (x floor)", timed_x("dry_indexed")),
+    ("real pass (plan + apply), s", lambda r: fmt_s(r["phases"]["real"]["seconds"])),
+    ("real pass: plan / apply, s", lambda r: f"{fmt_s(r['phases']['real']['plan_s'])} / "
+                                             f"{fmt_s(r['phases']['real']['apply_s'])}"),
+    ("real pass: memories changed", phase_field("real", "changed")),
+    ("real pass: apply ms per changed memory",
+     lambda r: "n/a" if apply_ms(r) is None else f"{apply_ms(r):.2f}"),
+    ("real pass: fsyncs (time in fsync)", fmt_fsyncs),
+    ("dry-run warm (after the real pass), s (x floor)", timed_x("dry_warm")),
+    ("dry-run warm: actions planned", lambda r: writing_actions(r, "dry_warm")),
+    (f"session-end pass, {SESSION_NEW} new in {SESSION_FOLDER}, s",
+     lambda r: fmt_s(r["phases"]["session_end"]["seconds"])),
+    ("  whole process incl. start-up, s", lambda r: fmt_s(r["phases"]["session_end"]["process_s"])),
+    ("  planted duplicates merged", fmt_session("session_end")),
+    (f"session-end pass, {SESSION_NEW} new spread over all folders, s",
+     lambda r: fmt_s(r["phases"]["session_spread"]["seconds"])),
+    ("  whole process incl. start-up, s", lambda r: fmt_s(r["phases"]["session_spread"]["process_s"])),
+    ("  planted duplicates merged", fmt_session("session_spread")),
+    ("peak MB, max over phases", lambda r: "{:.0f} ({})".format(*peak(r))),
+    *[(f"peak MB: {phase}", (lambda ph: lambda r: f"{r['phases'][ph]['peak_mb']:.0f}")(phase))
+      for phase in PHASE_ORDER],
+    ("recall of planted duplicates (qualifying pairs)",
+     lambda r: fmt_ratio(r["recall"]["recall"], r["recall"]["hit"], r["recall"]["qualifying"])),
+    ("recall, qualifying pairs no guard rejects",
+     lambda r: fmt_ratio(r["recall"]["recall_unguarded"], r["recall"]["hit_unguarded"],
+                         r["recall"]["unguarded"])),
+    (f"planted pairs qualifying (similarity > {THRESHOLD:.2f})",
+     lambda r: f"{r['recall']['qualifying']} of {r['recall']['pairs']}"),
+    ("qualifying pairs a guard rejects", lambda r: fmt_guards(r["recall"]["guard_rejected"])),
+    ("extra merges (pairs outside planted clusters)", lambda r: str(r["recall"]["extra_pairs"])),
+    ("real pass merged the same groups as the dry run", lambda r: "yes" if r["real_matches_plan"] else "NO"),
+    ("files the cold dry run wrote", lambda r: str(len(r["dry_run_wrote"]))),
+]
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table with padded columns, readable as plain text too."""
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+                      *(line(r) for r in rows)])
+
+
+def size_table(results: Sequence[JsonDict]) -> str:
+    header = ["", *(f"{r['n']:,}" for r in results)]
+    return md_table(header, [[label, *(fn(r) for r in results)] for label, fn in ROWS])
+
+
+def verdict(ok: bool, detail: str) -> str:
+    return f"{'PASS' if ok else 'MISS'} ({detail})"
+
+
+def target_rows(res: JsonDict) -> list[str]:
+    """PASS/MISS of each store target for one size."""
+    phases, ms = res["phases"], apply_ms(res)
+    top, _ = peak(res)
+    plans = [verdict(x_floor(res, p) <= MAX_PLAN_X_FLOOR, f"{x_floor(res, p):.1f}x")
+             for p in ("dry_cold", "dry_indexed", "dry_warm")]
+    session = [verdict(phases[p][k] < MAX_SESSION_S, f"{phases[p][k]:.3f} s")
+               for p in ("session_end", "session_spread") for k in ("seconds", "process_s")]
+    return [*plans, *session, verdict(top < MAX_PEAK_MB, f"{top:.0f} MB"),
+            "n/a (nothing changed)" if ms is None else verdict(ms <= MAX_APPLY_MS, f"{ms:.2f} ms")]
+
+
+TARGET_LABELS = (
+    f"dry-run cold <= {MAX_PLAN_X_FLOOR:g}x floor",
+    f"dry-run with indices <= {MAX_PLAN_X_FLOOR:g}x floor",
+    f"dry-run warm <= {MAX_PLAN_X_FLOOR:g}x floor",
+    f"session-end pass < {MAX_SESSION_S:g} s (one folder, in process)",
+    f"session-end pass < {MAX_SESSION_S:g} s (one folder, whole process)",
+    f"session-end pass < {MAX_SESSION_S:g} s (spread, in process)",
+    f"session-end pass < {MAX_SESSION_S:g} s (spread, whole process)",
+    f"peak memory < {MAX_PEAK_MB:g} MB",
+    f"apply <= {MAX_APPLY_MS:g} ms per changed memory",
+)
+
+
+def targets_table(results: Sequence[JsonDict]) -> str:
+    columns = [target_rows(r) for r in results]
+    rows = [[label, *(col[i] for col in columns)] for i, label in enumerate(TARGET_LABELS)]
+    return md_table(["target", *(f"{r['n']:,}" for r in results)], rows)
+
+
+def mrpc_section(mrpc: JsonDict, data_dir: Path) -> str:
+    """The MRPC table and its two targets, or a note when the data is missing."""
+    if not mrpc:
+        return f"MRPC skipped: no msr_paraphrase_*.txt in {data_dir}."
+    rows = []
+    for split, res in mrpc.items():
+        fig = res["scorers"]["token_sort_ratio"]
+        rows.append([split, f"{res['pairs']['0']} / {res['pairs']['1']}",
+                     f"{fig['false_merge_rate']:.1%}", f"{fig['false_merge_rate_guarded']:.1%}",
+                     f"{fig['recall']:.1%}", f"{fig['recall_guarded']:.1%}"])
+    table = md_table(["split", "label-0 / label-1 pairs", "false-merge", "+ guards", "recall",
+                      "+ guards"], rows)
+    return table + "\n\n" + mrpc_targets(mrpc)
+
+
+def mrpc_targets(mrpc: JsonDict) -> str:
+    if "test" not in mrpc:
+        return "MRPC targets: no test split."
+    fig = mrpc["test"]["scorers"]["token_sort_ratio"]
+    fmr, rec = fig["false_merge_rate_guarded"], fig["recall_guarded"]
+    fmr_ok = verdict(fmr <= MAX_MRPC_FALSE_MERGE, f"{fmr:.1%}")
+    rec_ok = verdict(rec >= MIN_MRPC_RECALL, f"{rec:.1%}")
+    return (f"- test split, default settings (token_sort_ratio > {THRESHOLD:.2f}, guards): false-merge "
+            f"rate on label-0 <= {MAX_MRPC_FALSE_MERGE:.0%}: {fmr_ok}\n"
+            f"- test split, default settings: recall on label-1 >= {MIN_MRPC_RECALL:.0%}: {rec_ok}")
+
+
+def machine() -> str:
+    """nproc, RAM, Python, OS and the memcli revision."""
+    mem_kb = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    return (f"{os.cpu_count()} CPUs, {mem_kb / 1024 / 1024:.1f} GiB RAM, Python "
+            f"{platform.python_version()}, {platform.system()} {platform.release()}, memcli {revision()}")
+
+
+def revision() -> str:
+    """git short hash of the checkout, '+dirty' when memcli/ has uncommitted changes."""
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
+        return proc.stdout.strip() if proc.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "memcli") else "")
+
+
+def filesystem(path: Path) -> str:
+    """Filesystem type holding `path` (fsync costs depend on it)."""
+    best, kind = "", "unknown"
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            _, mount, fstype, *_ = line.split()
+            if str(path.resolve()).startswith(mount) and len(mount) > len(best):
+                best, kind = mount, fstype
+    except OSError:
+        pass
+    return kind
+
+
+def render(results: Sequence[JsonDict], mrpc: JsonDict, args: argparse.Namespace) -> str:
+    """The whole report, as Markdown."""
+    sizes = ",".join(str(r["n"]) for r in results)
+    return "\n".join([
+        "# memcli benchmark results", "",
+        f"`python bench/run.py --sizes {sizes}`, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.  ",
+        f"Machine: {machine()}.  ",
+        f"Stores in {args.dir} ({filesystem(args.dir)}); MEMCLI_NOW={BENCH_NOW}; no LLM; "
+        "each phase in a fresh process; page cache warm (see bench/README.md).", "",
+        "## Stores", "", size_table(results), "",
+        "## Targets", "",
+        "Targets are stated for 100,000 memories; smaller sizes are shown for the trend.", "",
+        targets_table(results), "",
+        "## MRPC (token_sort_ratio, threshold 0.80)", "", mrpc_section(mrpc, args.mrpc_data), "",
+    ])
+
+
+# ================================================================ entry point
+
+
+def parse_sizes(text: str) -> list[int]:
+    sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    if not sizes or min(sizes) < 50:
+        raise argparse.ArgumentTypeError("sizes are comma-separated integers >= 50")
+    return sizes
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sizes", type=parse_sizes, default=list(DEFAULT_SIZES))
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="work folder for the stores")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Markdown report")
+    parser.add_argument("--mrpc-data", type=Path, default=DEFAULT_MRPC, help="MRPC folder")
+    parser.add_argument("--json-out", type=Path, help="also write the raw figures as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the generated stores")
+    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every size, MRPC, print the report and write it to --out."""
+    args = parse_args(argv)
+    if args.phase:
+        if args.store is None:
+            raise SystemExit("--phase needs --store")
+        return phase_main(args.phase, args.store)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    results = [bench_size(n, args.dir, args.keep) for n in args.sizes]
+    mrpc = mrpc_figures(args.mrpc_data)
+    report = render(results, mrpc, args)
+    print(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(report)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"sizes": results, "mrpc": mrpc}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The benchmark harness (bench/run.py) end to end at a tiny size, and its helpers."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import generate  # noqa: E402
+from bench import run as bench_run  # noqa: E402
+
+MRPC_SAMPLE = (
+    "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    "1\t1\t2\tThe cat sat on the mat today.\tToday the cat sat on the mat.\n"
+    "0\t3\t4\tShares rose 5 percent on Monday.\tShares fell 7 percent on Tuesday.\n"
+    "1\t5\t6\tHe said the plan would work.\tHe said that the plan would work.\n"
+    "0\t7\t8\tThe court did not rule on the case.\tThe court ruled on the case.\n"
+)
+
+
+def test_harness_end_to_end(tmp_path: Path) -> None:
+    mrpc = tmp_path / "mrpc"
+    mrpc.mkdir()
+    for split in ("train", "test"):
+        (mrpc / f"msr_paraphrase_{split}.txt").write_text(MRPC_SAMPLE, encoding="utf-8")
+    out, raw = tmp_path / "RESULTS.md", tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--sizes", "300", "--dir", str(tmp_path / "work"),
+         "--out", str(out), "--json-out", str(raw), "--mrpc-data", str(mrpc)],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    report = out.read_text()
+    assert proc.stdout.strip() == report.strip()
+    for label, _ in bench_run.ROWS:
+        assert f"| {label} " in report, label
+    for label in bench_run.TARGET_LABELS:
+        assert f"| {label} " in report, label
+    assert "| test " in report and "false-merge rate on label-0" in report
+    figures = json.loads(raw.read_text())["sizes"][0]
+    recall = figures["recall"]
+    assert recall["qualifying"] > 0
+    assert isinstance(recall["recall"], float) and 0.0 <= recall["recall"] <= 1.0
+    assert not math.isnan(figures["phases"]["floor"]["seconds"])
+    assert set(figures["phases"]) == set(bench_run.PHASE_ORDER)
+    assert figures["phases"]["floor"]["files"] == 300
+    assert figures["dry_run_wrote"] == []
+    assert not (tmp_path / "work" / "n300").exists()  # removed without --keep
+
+
+def test_harness_skips_missing_mrpc(tmp_path: Path) -> None:
+    args = bench_run.parse_args(["--mrpc-data", str(tmp_path / "none")])
+    assert bench_run.mrpc_figures(args.mrpc_data) == {}
+    assert "MRPC skipped" in bench_run.mrpc_section({}, args.mrpc_data)
+
+
+def test_pair_helpers() -> None:
+    merges = [["a", "b", "c"], ["x", "y"]]
+    assert bench_run.merged_pairs(merges) == {frozenset(p) for p in (("a", "b"), ("a", "c"), ("b", "c"),
+                                                                      ("x", "y"))}
+    cluster = bench_run.clusters([("a", "b"), ("b", "c"), ("x", "z")])
+    assert cluster["a"] == cluster["c"] != cluster["x"]
+    assert bench_run.changed_memories({"type": "merge", "source_ids": ["a", "b", "c"]}) == 3
+    assert bench_run.changed_memories({"type": "promote"}) == 2
+    assert bench_run.changed_memories({"type": "keep_separate"}) == 0
+
+
+def test_add_session_writes_near_duplicates(tmp_path: Path) -> None:
+    generate.generate(tmp_path, 200)
+    new_ids, planted = generate.add_session(tmp_path, 6, folder="agent/agent0")
+    assert len(new_ids) == 6 and len(planted) == 3
+    paths = bench_run.id_paths(tmp_path)
+    for old_id, new_id in planted:
+        old, new = (orjson.loads(paths[i].read_bytes()) for i in (old_id, new_id))
+        assert paths[new_id].parent == paths[old_id].parent == tmp_path / "agent" / "agent0"
+        assert (old["type"], old["subtype"], old["tags"], old["created_by"]) == \
+            (new["type"], new["subtype"], new["tags"], new["created_by"])
+        assert new["created_at"] > old["created_at"]
+    assert all(i in paths for i in new_ids)
