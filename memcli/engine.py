@@ -146,6 +146,7 @@ class Planner:
         self.grey: list[tuple[Live, Live, float, str | None]] = []  # (older, newer, score, guard)
         self.sigs: dict[str, dict[str, bytes]] = {}  # per folder: cached and new signatures
         self._protection: dict[str, str | None] = {}
+        self._order: list[Live] | None = None  # live memories by (folder, id), once merged
 
     # ------------------------------------------------------------ loading
 
@@ -164,8 +165,10 @@ class Planner:
         """Read every memory of the run's folders (manual, weekly, index_overflow)."""
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
+        from memcli import index
+
         for position, folder in enumerate(folders):
-            scan = self.store.scan(folder, load=True, entries=False)
+            scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.path))
             self.problems += scan.problems
             self._take(scan, set(scan.memories))
             self._progress("reading", position + 1, len(folders))
@@ -541,9 +544,7 @@ class Planner:
     # ------------------------------------------------------------ 3.2 summarise
 
     def summarize_verbose(self) -> None:
-        for item in self._candidates():
-            if not rules.needs_summary(item.mem, self.now, self.cfg):
-                continue
+        for item in self._candidates(lambda mem: rules.needs_summary(mem, self.now, self.cfg)):
             details = str(item.mem.content["details"])
             text, method = self._summarize(details)
             data = rules.summarized_record(item.mem.data, text, self.stamp)
@@ -558,18 +559,19 @@ class Planner:
             return self.opts.summarizer(details, limit)
         return extractive_summary(details, limit), "extractive"
 
-    def _candidates(self) -> list[Live]:
-        """Unprotected memories in scope, in a stable order (folder, then id)."""
-        items = sorted(self.live.values(), key=lambda i: (i.folder.rel, i.mem.id))
-        return [i for i in items if self.eligible(i) and not self.protected(i)]
+    def _candidates(self, wanted: Callable[[Memory], bool]) -> list[Live]:
+        """Unprotected memories in scope that `wanted` picks, in a stable order (folder, id).
+        The rule's own test comes first: it is cheaper than the protection test."""
+        if self._order is None:
+            self._order = sorted(self.live.values(), key=lambda i: (i.folder.rel, i.mem.id))
+        return [i for i in self._order
+                if i.mem.id in self.live and wanted(i.mem) and self.eligible(i) and not self.protected(i)]
 
     # ------------------------------------------------------------ 3.3 promote
 
     def promote_patterns(self) -> None:
-        for item in self._candidates():
-            target = rules.promotion_target(item.mem, self.cfg)
-            if target is not None:
-                self._promote(item, target)
+        for item in self._candidates(lambda mem: rules.promotion_target(mem, self.cfg) is not None):
+            self._promote(item, str(rules.promotion_target(item.mem, self.cfg)))
 
     def _promote(self, item: Live, target: str) -> None:
         scope_id = self.store.settings.team_for(item.folder.scope_id) if target == "team" else "global"
@@ -605,12 +607,11 @@ class Planner:
     # ------------------------------------------------------------ 3.4 archive stale
 
     def archive_stale(self) -> None:
-        for item in self._candidates():
-            if rules.is_stale(item.mem, self.now, self.cfg):
-                ops = self.archive_ops(item, self._archived(item, "stale"))
-                self.add(Action("archive", {"type": "archive", "memory_id": item.mem.id, "reason": "stale"},
-                                f"archived {item.mem.id}: " + _stale_why(item.mem),
-                                touches=[item.mem.id], ops=ops, folders=[item.folder.rel, "archive"]))
+        for item in self._candidates(lambda mem: rules.is_stale(mem, self.now, self.cfg)):
+            ops = self.archive_ops(item, self._archived(item, "stale"))
+            self.add(Action("archive", {"type": "archive", "memory_id": item.mem.id, "reason": "stale"},
+                            f"archived {item.mem.id}: " + _stale_why(item.mem),
+                            touches=[item.mem.id], ops=ops, folders=[item.folder.rel, "archive"]))
 
     # ------------------------------------------------------------ 3.5 limits
 

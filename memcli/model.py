@@ -183,6 +183,9 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+_STR_ONLY = {str}
+
+
 def _check_types(data: dict[str, Any], problems: list[str]) -> None:
     if "content" not in data:
         problems.append("missing field 'content'")
@@ -191,7 +194,7 @@ def _check_types(data: dict[str, Any], problems: list[str]) -> None:
             problems.append(f"field '{name}' must be {_kind_names(kinds)}, got {_json_kind(data[name])}")
     for name in ("tags", "supersedes", "superseded_by"):
         value = data.get(name, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list) or (value and not set(map(type, value)) <= _STR_ONLY):
             problems.append(f"field '{name}' must be a list of strings")
     count = data.get("access_count", 0)
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
@@ -202,6 +205,12 @@ def _check_types(data: dict[str, Any], problems: list[str]) -> None:
             problems.append("field 'content.details' must be a string")
         if "timeline" in content and not isinstance(content["timeline"], list):
             problems.append("field 'content.timeline' must be a list")
+
+
+# Matches only real dates and times: days 01-28 exist in every month, so any later day (and
+# any other form) goes through the full parse, which knows the calendar.
+_CANONICAL_TS = re.compile(
+    r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\dZ\Z")
 
 
 def _check_times(data: dict[str, Any], problems: list[str], warnings: list[str]) -> None:
@@ -215,6 +224,8 @@ def _check_times(data: dict[str, Any], problems: list[str], warnings: list[str])
             if name in data:
                 problems.append(f"field '{name}' must be an ISO 8601 timestamp string")
             continue
+        if _CANONICAL_TS.match(value):
+            continue  # the usual YYYY-MM-DDTHH:MM:SSZ: no need to build a datetime
         try:
             _, had_zone = parse_ts(value)
         except ValueError:

@@ -178,11 +178,15 @@ class Store:
 
     # ------------------------------------------------------------ reading
 
-    def scan(self, folder: Folder, load: bool = True, entries: bool = True) -> FolderScan:
+    def scan(self, folder: Folder, load: bool = True, entries: bool = True,
+             lastrun: dict[str, list[Any]] | None = None) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
         With load=False, files whose index entry matches size and mtime are not read; with
-        entries=False (planning), no index entries are built, only the memories read."""
+        entries=False (planning), no index entries are built, only the memories read, and the
+        run hashes come from the last-run snapshot when given (a tenth of the index's bytes)."""
         problems: list[Problem] = []
+        if not entries and lastrun is not None:
+            return self._read_all(folder, lastrun, problems)
         saved = self._load_index(folder, problems)
         old = {e.get("file"): e for e in (saved or {}).get("entries", []) if isinstance(e, dict)}
         found: list[dict[str, Any]] = []
@@ -208,6 +212,15 @@ class Store:
         self._report_gone(folder, old, found, problems)
         drift = not index.same_entries(saved, found)
         return FolderScan(folder, found, memories, problems, saved, drift, _run_hashes(old))
+
+    def _read_all(self, folder: Folder, lastrun: dict[str, list[Any]], problems: list[Problem]) -> FolderScan:
+        memories: dict[str, Memory] = {}
+        for name in self._memory_names(folder):
+            mem = self._read(folder.path / name, folder, problems)
+            if mem is not None:
+                memories[mem.id] = mem
+        run_hashes = {str(r[0]).rsplit(".", 1)[0]: r[3] for r in lastrun.values()}
+        return FolderScan(folder, [], memories, problems, None, False, run_hashes, len(memories))
 
     def scan_since(self, folder: Folder, rows: dict[str, list[Any]]) -> FolderScan:
         """Like scan(load=False), but against the last-run snapshot instead of the index:
@@ -333,8 +346,7 @@ class Store:
             st = os.fstat(fd)
             if not self._acceptable(path, st, problems):
                 return None
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                return handle.read(), st
+            return _read_fd(fd, st.st_size), st
         except OSError as exc:
             problems.append(Problem(self.rel(path), f"cannot be read ({exc.strerror})", "unreadable"))
             return None
@@ -421,6 +433,17 @@ class Store:
 def is_valid_scope_id(name: str) -> bool:
     return bool(name) and len(name) <= 100 and name not in (".", "..") and all(
         c.isalnum() or c in "._-" for c in name) and not name.startswith(".")
+
+
+def _read_fd(fd: int, size: int) -> bytes:
+    """The whole file in one system call; a file that grew since fstat is read to its end."""
+    data = os.read(fd, size + 1)
+    if len(data) <= size:
+        return data  # a regular file reads short only at its end
+    parts = [data]
+    while chunk := os.read(fd, 1 << 16):
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def _entry_from_row(row: list[Any]) -> dict[str, Any]:
