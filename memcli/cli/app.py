@@ -80,6 +80,7 @@ app = typer.Typer(
     cls=MemcliGroup,
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",  # reflows docstring paragraphs into the terminal's width
     help="Keep a plain-file memory store for AI agents healthy: merge duplicates, summarise "
     "verbose logs, promote proven procedures, archive stale entries, log and undo every run.",
 )
