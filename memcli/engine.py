@@ -40,7 +40,7 @@ Progress = Callable[[str, int, int], None]
 Summarizer = Callable[[str, int], tuple[str, str]]
 
 
-@dataclass
+@dataclass(slots=True)
 class Live:
     """A memory as the simulated store holds it during planning."""
 
@@ -115,13 +115,13 @@ def _pending_note(store: Store) -> list[str]:
 def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     """Decide every action of a run at `moment`, in rule order, over a simulated store."""
     planner = Planner(store, opts, moment)
-    planner.load()
-    planner.merge_duplicates()
-    planner.summarize_verbose()
-    planner.promote_patterns()
-    planner.archive_stale()
+    planner.run()
     planner.apply_limit()
     return Planning(planner.plan, planner.problems, planner.sigs)
+
+
+# Plan order is rule order (SPEC 3): the pair decisions of 3.1, then 3.2, 3.3 and 3.4.
+_RULE_RANK = {"summarize": 1, "promote": 2, "archive": 3}
 
 
 class Planner:
@@ -136,7 +136,6 @@ class Planner:
         self.plan = Plan(new_run_id(moment), opts.trigger, self.stamp)
         self.problems: list[Problem] = []
         self.live: dict[str, Live] = {}
-        self.hashes: dict[str, str | None] = {}  # path -> hash it will have at this point
         self.state = opsfiles.read_state(store.root)
         self.had_run = "last_success" in self.state
         self.queued = review.known_pairs(store.root)
@@ -147,10 +146,67 @@ class Planner:
         self.sigs: dict[str, dict[str, bytes]] = {}  # per folder: cached and new signatures
         self._protection: dict[str, str | None] = {}
         self._order: list[Live] | None = None  # live memories by (folder, id), once merged
+        self.seen: set[str] = set()  # every id loaded by this run
+        self._loaded = 0
 
     # ------------------------------------------------------------ loading
 
+    def run(self) -> None:
+        """Every rule over the run's scope. A full run goes folder by folder: no rule looks
+        across folders (duplicates are per folder; a promotion only adds a fresh copy), so each
+        folder's memories are let go once its rules are done, which keeps memory flat however
+        large the store. The plan is then put in rule order (a stable sort keeps folder order)."""
+        if self.opts.trigger == "session_end":
+            self.load()
+            self._apply_rules()
+        else:
+            folders = self._scope_folders()
+            twins = self._ids_in_two_folders()
+            for position, folder in enumerate(folders):
+                self._load_folder(folder, twins)
+                self._apply_rules()
+                self._release()
+                self._progress("planning", position + 1, len(folders))
+            self.plan.covered = [f.rel for f in folders]
+            self.plan.memory_count = self._count_live()
+        self.plan.flagged_done = [p for p in self.flagged if all(i in self.seen for i in p)]
+        self.plan.actions.sort(key=lambda action: _RULE_RANK.get(action.type, 0))
+
+    def _apply_rules(self) -> None:
+        self.merge_duplicates()
+        self.summarize_verbose()
+        self.promote_patterns()
+        self.archive_stale()
+
+    def _release(self) -> None:
+        self.live.clear()
+        self._all_loaded.clear()
+        self._protection.clear()
+        self._order = None
+
+    def _ids_in_two_folders(self) -> dict[str, list[str]]:
+        """Ids whose file is in two live folders, from file names alone (a memory's id must
+        match its file name): bad input, left out wherever they are."""
+        where: dict[str, list[str]] = {}
+        for folder in self.store.memory_folders():
+            for name in self.store.memory_names(folder):
+                where.setdefault(name.rsplit(".", 1)[0], []).append(f"{folder.rel}/{name}")
+        return {mem_id: paths for mem_id, paths in where.items() if len(paths) > 1}
+
+    def _load_folder(self, folder: Folder, twins: dict[str, list[str]]) -> None:
+        from memcli import index
+
+        scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.path))
+        self.problems += scan.problems
+        for mem_id in [i for i in scan.memories if i in twins]:
+            self.problems.append(Problem(self.store.rel(scan.memories.pop(mem_id).path),
+                                         f"duplicate id {mem_id} (in {', '.join(twins[mem_id])}); left "
+                                         "out until one copy is renamed", "duplicate_id"))
+        self._take(scan, set(scan.memories))
+        self._loaded += len(scan.memories)
+
     def load(self) -> None:
+        """Load the whole scope at once (session_end, and review merges)."""
         flagged_ids = {i for pair in self.flagged for i in pair}
         if self.opts.trigger == "session_end":
             self._load_changed(flagged_ids)
@@ -159,7 +215,7 @@ class Planner:
         self._drop_duplicate_ids()
         self.plan.covered = sorted({i.folder.rel for i in self.live.values() if i.changed}) \
             if self.opts.trigger == "session_end" else [f.rel for f in self._scope_folders()]
-        self.plan.flagged_done = [p for p in self.flagged if all(i in self.live for i in p)]
+        self.plan.flagged_done = [p for p in self.flagged if all(i in self.seen for i in p)]
 
     def _load_all(self) -> None:
         """Read every memory of the run's folders (manual, weekly, index_overflow)."""
@@ -171,6 +227,7 @@ class Planner:
             scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.path))
             self.problems += scan.problems
             self._take(scan, set(scan.memories))
+            self._loaded += len(scan.memories)
             self._progress("reading", position + 1, len(folders))
         self.plan.memory_count = self._count_live()
 
@@ -248,7 +305,7 @@ class Planner:
                         rules.newest_first_key(mem))
             self._all_loaded.append(item)
             self.live[mem.id] = item
-            self.hashes[rel] = mem.content_hash
+            self.seen.add(mem.id)
 
     def _drop_duplicate_ids(self) -> None:
         """An id in two live files is bad input: both are reported and left out of the run."""
@@ -264,7 +321,7 @@ class Planner:
 
     def _count_live(self) -> int:
         if self.opts.trigger in ("manual", "weekly") and self.opts.folders is None:
-            return len(self.live)
+            return self._loaded
         return sum(_file_count(f) for f in self.store.memory_folders())  # the rest of the store too
 
     def _progress(self, stage: str, done: int, total: int) -> None:
@@ -289,9 +346,8 @@ class Planner:
     def rewrite(self, item: Live, data: dict[str, Any]) -> FileOp:
         """Plan a rewrite of a live memory in its own format; the simulated store follows."""
         raw = encode(data, item.mem.fmt)
-        op = FileOp("write", item.rel, self.hashes[item.rel], raw)
+        op = FileOp("write", item.rel, item.mem.content_hash, raw)  # the hash it has at this point
         item.mem = Memory(data, item.mem.path, item.mem.fmt, sha256(raw))
-        self.hashes[item.rel] = op.after
         self._protection.pop(item.mem.id, None)
         return op
 
@@ -299,9 +355,7 @@ class Planner:
         """Plan the move of a memory into archive/ (whole, with the archive fields)."""
         raw = encode(data, item.mem.fmt)
         dest = self._archive_name(item.mem.id, item.mem.fmt)
-        ops = [FileOp("create", dest, None, raw), FileOp("remove", item.rel, self.hashes[item.rel])]
-        self.hashes[dest] = sha256(raw)
-        self.hashes[item.rel] = None
+        ops = [FileOp("create", dest, None, raw), FileOp("remove", item.rel, item.mem.content_hash)]
         del self.live[item.mem.id]
         return ops
 
@@ -318,6 +372,7 @@ class Planner:
     # ------------------------------------------------------------ 3.1 merge duplicates
 
     def merge_duplicates(self) -> None:
+        """Rule 3.1 over every (folder, type, subtype) block of the loaded memories."""
         blocks: dict[tuple[str, str, str], list[Live]] = {}
         for item in self.live.values():
             if rules.takes_part(item.mem):
@@ -491,7 +546,8 @@ class Planner:
         from memcli import llm_bridge
 
         decisions = llm_bridge.judge(self.opts.judge, self.opts.masker, pairs)
-        for (older, newer, score, _guard), decision in zip(self.grey, decisions, strict=True):
+        grey, self.grey = self.grey, []  # judged once: the next folder starts afresh
+        for (older, newer, score, _guard), decision in zip(grey, decisions, strict=True):
             ids = [older.mem.id, newer.mem.id]
             self.add(Action("judge", {"type": "judge", "memory_ids": ids, "decision": decision.action,
                                       "reason": decision.reason, "similarity": round(score, 4)},
@@ -581,7 +637,6 @@ class Planner:
                                    stamp=self.stamp)
         raw = encode(copy, item.mem.fmt)
         dest = self.store.rel(folder.path / f"{new_id}.{item.mem.fmt}")
-        self.hashes[dest] = sha256(raw)
         ops = [FileOp("create", dest, None, raw),
                self.rewrite(item, {**item.mem.data, "promoted_to": new_id})]
         self.add(Action("promote", {"type": "promote", "memory_id": item.mem.id, "result_id": new_id,

@@ -98,7 +98,7 @@ def sha256(data: bytes) -> str:
 # ---------------------------------------------------------------- the record
 
 
-@dataclass
+@dataclass(slots=True)
 class Memory:
     """One memory as read from disk: its record plus where and how it is stored."""
 

@@ -193,7 +193,7 @@ class Store:
         memories: dict[str, Memory] = {}
         archive = folder.scope == "archive"
         base = str(folder.path)
-        for name in self._memory_names(folder):
+        for name in self.memory_names(folder):
             cached = old.get(name)
             if not load:  # plain strings here: this loop runs for every file of the store
                 st = self._stat(f"{base}/{name}", problems)
@@ -215,7 +215,7 @@ class Store:
 
     def _read_all(self, folder: Folder, lastrun: dict[str, list[Any]], problems: list[Problem]) -> FolderScan:
         memories: dict[str, Memory] = {}
-        for name in self._memory_names(folder):
+        for name in self.memory_names(folder):
             mem = self._read(folder.path / name, folder, problems)
             if mem is not None:
                 memories[mem.id] = mem
@@ -228,7 +228,7 @@ class Store:
         A folder with no change returns only its file count (no entries: nothing to plan)."""
         problems: list[Problem] = []
         base = str(folder.path)
-        names = self._memory_names(folder)
+        names = self.memory_names(folder)
         same: list[str] = []
         differ: list[str] = []
         for name in names:
@@ -281,7 +281,8 @@ class Store:
                 return self.read_memory(path, folder), folder
         raise NotFoundError(f"no memory {mem_id} in this store (see `memcli list`)")
 
-    def _memory_names(self, folder: Folder) -> list[str]:
+    def memory_names(self, folder: Folder) -> list[str]:
+        """The folder's memory file names, sorted (no other file, no dotfile)."""
         try:
             names = os.listdir(folder.path)
         except (FileNotFoundError, NotADirectoryError):

@@ -220,13 +220,12 @@ def _archive_created(store: Store, planner: engine.Planner, change: Change) -> A
     fmt = fmt_of(path) or "json"
     raw = path.read_bytes()
     try:
-        mem = Memory(decode(raw, fmt), path, fmt, sha256(raw))
+        mem = Memory(decode(raw, fmt), path, fmt, change.after or sha256(raw))  # expected as the run left it
     except ValueError as exc:
         raise UndoRefusedError(f"{change.path} is unreadable ({exc}); cannot archive it") from exc
     folder = _memory_folder(store, change.path)
     item = engine.Live(mem, folder, change.path, None, False)
     planner.live[mem.id] = item
-    planner.hashes[change.path] = change.after
     data = rules.archived_record(mem.data, reason="undone", folder=folder.rel,
                                  run_id=planner.plan.run_id, stamp=planner.stamp)
     return Action("undo_archive", {"type": "archive", "memory_id": mem.id, "reason": "undone"},
