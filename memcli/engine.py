@@ -159,6 +159,7 @@ class Planner:
         if self.opts.trigger == "session_end":
             self.load()
             self._apply_rules()
+            self._sign_rewritten()
         else:
             folders = self._scope_folders()
             twins = self._ids_in_two_folders()
@@ -179,10 +180,25 @@ class Planner:
         self.archive_stale()
 
     def _release(self) -> None:
+        self._sign_rewritten()
         self.live.clear()
         self._all_loaded.clear()
         self._protection.clear()
         self._order = None
+
+    def _sign_rewritten(self) -> None:
+        """Memories this run rewrites get their new signatures now, in bulk, so that the cache
+        the run leaves behind covers them and the next pass computes none."""
+        from memcli import candidates
+
+        fresh = [i for i in self.live.values() if i.sig is None or
+                 i.mem.content_hash not in self._folder_sigs(i.folder)]
+        if not fresh:
+            return
+        texts = [rules.content_text(i.mem.content) for i in fresh]
+        for item, sig in zip(fresh, candidates.signatures(texts), strict=True):
+            item.sig = sig
+            self._folder_sigs(item.folder)[item.mem.content_hash] = sig
 
     def _ids_in_two_folders(self) -> dict[str, list[str]]:
         """Ids whose file is in two live folders, from file names alone (a memory's id must
@@ -261,19 +277,23 @@ class Planner:
             if len(block) <= ALL_PAIRS_MAX:
                 needed.update(e["id"] for e in block)
                 continue
-            sigs = [self._cached_sig(scan, e) for e in block]
+            sigs = self._cached_sigs(scan, block)
             pairs = candidates.candidate_pairs_for(focus, sigs, [e["id"] for e in block])
             needed.update(block[n]["id"] for pair in pairs for n in pair)
         return needed
 
-    def _cached_sig(self, scan: FolderScan, entry: dict[str, Any]) -> bytes:
+    def _cached_sigs(self, scan: FolderScan, block: list[dict[str, Any]]) -> list[bytes]:
+        """Signatures of a block's entries from the folder's cache; the missing ones are read
+        and computed in one go."""
+        from memcli import candidates
+
         cache = self._folder_sigs(scan.folder)
-        sig = cache.get(entry["content_hash"])
-        if sig is None:
-            mem = scan.memories.get(entry["id"]) or self.store.read_memory(
-                scan.folder.path / entry["file"], scan.folder)
-            sig = cache[entry["content_hash"]] = _signature(rules.content_text(mem.content))
-        return sig
+        missing = [e for e in block if e["content_hash"] not in cache]
+        texts = [rules.content_text((scan.memories.get(e["id"]) or self.store.read_memory(
+            scan.folder.path / e["file"], scan.folder)).content) for e in missing]
+        for entry, sig in zip(missing, candidates.signatures(texts), strict=True):
+            cache[entry["content_hash"]] = sig
+        return [cache[e["content_hash"]] for e in block]
 
     def _folder_sigs(self, folder: Folder) -> dict[str, bytes]:
         if folder.rel not in self.sigs:
@@ -687,12 +707,6 @@ class Planner:
                 used += len(action.touches)
                 kept.append(action)
         self.plan.actions = kept
-
-
-def _signature(text: str) -> bytes:
-    from memcli import candidates
-
-    return candidates.signature(text)
 
 
 def _stale_why(mem: Memory) -> str:

@@ -191,7 +191,7 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
     folder = store.folder_by_rel(rel)
     if folder is None:
         return set()
-    scan = store.scan(folder, load=False)
+    scan = store.scan(folder, load=False, compare=not refresh_run_hash)
     if scan.index is None and not scan.entries and not (folder.path / "_index.json").exists():
         return set()  # an empty folder with no index (e.g. one a rolled-back run created) needs none
     if refresh_run_hash:

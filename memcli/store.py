@@ -179,7 +179,7 @@ class Store:
     # ------------------------------------------------------------ reading
 
     def scan(self, folder: Folder, load: bool = True, entries: bool = True,
-             lastrun: dict[str, list[Any]] | None = None) -> FolderScan:
+             lastrun: dict[str, list[Any]] | None = None, compare: bool = True) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
         With load=False, files whose index entry matches size and mtime are not read; with
         entries=False (planning), no index entries are built, only the memories read, and the
@@ -210,7 +210,7 @@ class Store:
         if not entries:
             return FolderScan(folder, [], memories, problems, saved, False, _run_hashes(old))
         self._report_gone(folder, old, found, problems)
-        drift = not index.same_entries(saved, found)
+        drift = not compare or not index.same_entries(saved, found)  # compare=False: rewritten anyway
         return FolderScan(folder, found, memories, problems, saved, drift, _run_hashes(old))
 
     def _read_all(self, folder: Folder, lastrun: dict[str, list[Any]], problems: list[Problem]) -> FolderScan:
@@ -287,7 +287,7 @@ class Store:
             names = os.listdir(folder.path)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(n for n in names if n.endswith((".json", ".md")) and not n.startswith((".", "_")))
+        return sorted([n for n in names if n.endswith((".json", ".md")) and n[0] not in "._"])
 
     def _stat(self, path: str, problems: list[Problem]) -> os.stat_result | None:
         try:

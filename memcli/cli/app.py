@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,9 @@ class MemcliGroup(TyperGroup):
             return super().invoke(ctx)
         except MemcliError as exc:
             fail(ctx, str(exc), exc.exit_code)
+        except BrokenPipeError:  # `memcli list | head`: the reader left; nothing to report
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except OSError as exc:  # permissions, a full disk: the user's to fix, not a traceback
             fail(ctx, f"{exc.strerror or exc} ({exc.filename or ''})".strip(" ()"), 1)
 
