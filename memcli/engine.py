@@ -468,8 +468,8 @@ class Planner:
             self.queued.add(review.pair_key(ids))
             item = self._review_item(ids, "possible_contradiction", score, guard=guard)
         self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids, "reason": guard},
-                        f"{ids[0]} and {ids[1]} look alike ({score:.2f}) but the {guard} guard "
-                        "says they disagree: kept both, queued for review", review=item))
+                        f"alike ({score:.2f}) but the {guard} guard sees a disagreement: both kept, "
+                        "queued for review", review=item))
 
     def _review_item(self, ids: list[str], reason: str, score: float, **extra: Any) -> dict[str, Any]:
         return {"memory_ids": ids, "reason": reason, "similarity": round(score, 4),
@@ -483,7 +483,7 @@ class Planner:
             if member.mem.created_by != keeper.mem.created_by:
                 self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids,
                                                   "reason": "different_authors"},
-                                f"{ids[0]} restates {ids[1]} but they have different authors: kept both"))
+                                "duplicates by different authors: both kept"))
             elif self._both_changed(member, keeper):
                 self._flag_both_changed(ids, score)
             else:
@@ -501,8 +501,7 @@ class Planner:
             self.queued.add(review.pair_key(ids))
             item = self._review_item(ids, "both_changed", score)
         self.add(Action("flag", {"type": "flag", "memory_ids": ids, "reason": "both_changed"},
-                        f"{ids[0]} and {ids[1]} are duplicates both edited since the last run: "
-                        "queued for review", review=item))
+                        "duplicates both edited since the last run: queued for review", review=item))
 
     def _merge_group(self, keeper: Live, members: list[Live], summary: str | None = None) -> None:
         group = [keeper, *members]
@@ -527,7 +526,7 @@ class Planner:
             ops += self.archive_ops(member, self._archived(member, "merged", keeper.mem.id))
         ids = [m.mem.id for m in reversed(members)] + [keeper.mem.id]
         self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": keeper.mem.id},
-                        f"merged {len(members)} older duplicate(s) into {keeper.mem.id}",
+                        f"the newest keeps; {len(members)} older duplicate(s) archived",
                         touches=ids, ops=ops, folders=[keeper.folder.rel, "archive"]))
 
     def _merge_into_protected(self, survivor: Live, absorbed: list[Live], group: list[Live]) -> None:
@@ -536,8 +535,7 @@ class Planner:
             ops += self.archive_ops(item, self._archived(item, "merged", survivor.mem.id))
         ids = [i.mem.id for i in reversed(absorbed)] + [survivor.mem.id]
         self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": survivor.mem.id},
-                        f"{survivor.mem.id} is protected and restated by {len(absorbed)} other(s): "
-                        "kept it unchanged, archived the rest",
+                        f"the protected one stays as it is; {len(absorbed)} restatement(s) archived",
                         touches=[i.mem.id for i in group], ops=ops,
                         folders=[survivor.folder.rel, "archive"]))
 
@@ -625,8 +623,8 @@ class Planner:
             text, method = self._summarize(details)
             data = rules.summarized_record(item.mem.data, text, self.stamp)
             self.add(Action("summarize", {"type": "summarize", "memory_id": item.mem.id, "method": method},
-                            f"summarised {item.mem.id}: {len(details)} -> {len(text)} characters "
-                            f"({method})", touches=[item.mem.id], ops=[self.rewrite(item, data)],
+                            f"{len(details)} -> {len(text)} characters ({method})", touches=[item.mem.id],
+                            ops=[self.rewrite(item, data)],
                             folders=[item.folder.rel]))
 
     def _summarize(self, details: str) -> tuple[str, str]:
@@ -661,8 +659,8 @@ class Planner:
                self.rewrite(item, {**item.mem.data, "promoted_to": new_id})]
         self.add(Action("promote", {"type": "promote", "memory_id": item.mem.id, "result_id": new_id,
                                     "to_scope": target},
-                        f"promoted {item.mem.id} ({item.mem.data.get('access_count')} uses) "
-                        f"to {folder.rel} as {new_id}", touches=[item.mem.id], ops=ops,
+                        f"used {item.mem.data.get('access_count')} times: copied to {folder.rel}",
+                        touches=[item.mem.id], ops=ops,
                         folders=[item.folder.rel, folder.rel]))
 
     def _new_id(self, seed: str) -> str:
@@ -685,7 +683,7 @@ class Planner:
         for item in self._candidates(lambda mem: rules.is_stale(mem, self.now, self.cfg)):
             ops = self.archive_ops(item, self._archived(item, "stale"))
             self.add(Action("archive", {"type": "archive", "memory_id": item.mem.id, "reason": "stale"},
-                            f"archived {item.mem.id}: " + _stale_why(item.mem),
+                            _stale_why(item.mem),
                             touches=[item.mem.id], ops=ops, folders=[item.folder.rel, "archive"]))
 
     # ------------------------------------------------------------ 3.5 limits

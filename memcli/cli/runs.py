@@ -112,10 +112,10 @@ def _actions_table(outcome: Outcome) -> None:
     if not outcome.actions:
         console.print("No action: the store is consolidated.")
         return
-    table = Table(show_lines=False)
-    table.add_column("action")
-    table.add_column("memories", overflow="fold")
-    table.add_column("why", overflow="fold")
+    table = Table(show_lines=True)
+    table.add_column("action", no_wrap=True)
+    table.add_column("memories", no_wrap=True, min_width=30)
+    table.add_column("why", overflow="fold", ratio=1)
     whys = outcome.whys + [""] * (len(outcome.actions) - len(outcome.whys))
     for action, why in zip(outcome.actions, whys, strict=False):
         table.add_row(action["type"], _ids(action), why or action.get("reason", ""))
@@ -123,9 +123,10 @@ def _actions_table(outcome: Outcome) -> None:
 
 
 def _ids(action: dict[str, Any]) -> str:
+    """One id a line: ids are 30 characters and would wrap mid-id in a narrow terminal."""
     ids = action.get("source_ids") or action.get("memory_ids") or [action.get("memory_id")]
-    text = ", ".join(str(i) for i in ids)
-    return text + (f" -> {action['result_id']}" if action.get("result_id") else "")
+    lines = [str(i) for i in ids if i != action.get("result_id")]
+    return "\n".join(lines + ([f"-> {action['result_id']}"] if action.get("result_id") else []))
 
 
 def _stats_table(outcome: Outcome) -> None:
