@@ -162,15 +162,27 @@ def log_cmd(
                                    entry.get("actions", []), entry.get("stats", {})), False, False, None)
         return
     table = Table(title=f"Last {len(entries)} runs")
-    for col in ("run", "when", "trigger", "merged", "summarised", "promoted", "archived", "flagged",
-                "skipped", "deferred", "memories"):
-        table.add_column(col)
+    table.add_column("run", no_wrap=True)
+    table.add_column("when, trigger", no_wrap=True)
+    table.add_column("what it did", ratio=1)
     for e in entries:
-        s = e.get("stats", {})
-        table.add_row(e["run_id"], e["timestamp"], e["trigger"], *(str(s.get(k, 0)) for k in (
-            "memories_merged", "memories_summarized", "memories_promoted", "memories_archived",
-            "flagged", "skipped", "deferred", "memory_count")))
+        when = e["timestamp"][:16].replace("T", " ")
+        count = e.get("stats", {}).get("memory_count")
+        table.add_row(e["run_id"], f"{when}\n{e['trigger']}",
+                      _did(e) + (f"; {count} memories after" if count is not None else ""))
     console.print(table)
+
+
+_DID = (("memories_merged", "merged"), ("memories_summarized", "summarised"),
+        ("memories_promoted", "promoted"), ("memories_archived", "archived"), ("flagged", "flagged"),
+        ("skipped", "skipped"), ("deferred", "deferred"))
+
+
+def _did(entry: dict[str, Any]) -> str:
+    stats = entry.get("stats", {})
+    parts = [f"{label} {stats[key]}" for key, label in _DID if stats.get(key)]
+    others = [a["type"] for a in entry.get("actions", []) if a.get("type") in ("undo", "restore")]
+    return ", ".join(parts + others) or "no change"
 
 
 @app.command()

@@ -134,15 +134,17 @@ def list_(
 
 
 def _render_list(entries: list[dict[str, Any]], archived: bool) -> None:
-    table = Table(title=f"{len(entries)} {'archived ' if archived else ''}memories")
-    for col in ("id", "folder", "type/subtype", "tags", "uses", "last used", "summary"):
-        table.add_column(col, overflow="fold" if col == "summary" else "ellipsis")
+    table = Table(title=f"{len(entries)} {'archived ' if archived else ''}memories", show_lines=True)
+    table.add_column("id, folder, kind", no_wrap=True)
+    table.add_column("uses", no_wrap=True)
+    table.add_column("summary [tags]", ratio=1)
     for e in entries:
-        table.add_row(e["id"], e.get("from") or e["folder"] if archived else e["folder"],
-                      f"{e.get('type')}/{e.get('subtype') or '-'}", ", ".join(e.get("tags") or []),
-                      str(e.get("access_count", 0)), (e.get("last_accessed") or "never")[:10],
-                      (e.get("summary") or "")[:80])
-    console.print(table)
+        where = (e.get("from") or e["folder"]) if archived else e["folder"]
+        tags = ", ".join(e.get("tags") or [])
+        table.add_row(f"{e['id']}\n{where}\n{e.get('type')}/{e.get('subtype') or '-'}",
+                      f"{e.get('access_count', 0)}\n{(e.get('last_accessed') or 'never')[:10]}",
+                      (e.get("summary") or "") + (f" [{tags}]" if tags else ""))
+    console.print(table, markup=False)
 
 
 @app.command()
