@@ -162,7 +162,7 @@ class Planner:
             self._sign_rewritten()
         else:
             folders = self._scope_folders()
-            twins = self._ids_in_two_folders()
+            twins = self.store.duplicate_ids()
             for position, folder in enumerate(folders):
                 self._load_folder(folder, twins)
                 self._apply_rules()
@@ -199,15 +199,6 @@ class Planner:
         for item, sig in zip(fresh, candidates.signatures(texts), strict=True):
             item.sig = sig
             self._folder_sigs(item.folder)[item.mem.content_hash] = sig
-
-    def _ids_in_two_folders(self) -> dict[str, list[str]]:
-        """Ids whose file is in two live folders, from file names alone (a memory's id must
-        match its file name): bad input, left out wherever they are."""
-        where: dict[str, list[str]] = {}
-        for folder in self.store.memory_folders():
-            for name in self.store.memory_names(folder):
-                where.setdefault(name.rsplit(".", 1)[0], []).append(f"{folder.rel}/{name}")
-        return {mem_id: paths for mem_id, paths in where.items() if len(paths) > 1}
 
     def _load_folder(self, folder: Folder, twins: dict[str, list[str]]) -> None:
         from memcli import index

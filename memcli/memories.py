@@ -215,12 +215,16 @@ class ReindexResult:
 
 
 def reindex(store: Store) -> ReindexResult:
-    """Rebuild every index (and the archive's) from the files."""
+    """Rebuild every index (and the archive's) from the files, one folder at a time so that
+    memory stays flat however large the store."""
     counts: dict[str, int] = {}
     problems: list[Problem] = []
-    scan = store.scan_all(load=True, archive=True)
-    problems += scan.problems
-    for folder_scan in scan.folders:
-        store.save_index(folder_scan.folder, folder_scan.entries)
-        counts[folder_scan.folder.rel] = len(folder_scan.entries)
+    for folder in [*store.memory_folders(), store.archive_folder()]:
+        scan = store.scan(folder, load=True)
+        problems += scan.problems
+        store.save_index(folder, scan.entries)
+        counts[folder.rel] = len(scan.entries)
+    for mem_id, paths in store.duplicate_ids().items():
+        problems += [Problem(path, f"duplicate id {mem_id} (in {', '.join(paths)}); rename one copy",
+                             "duplicate_id") for path in paths]
     return ReindexResult(counts, problems)

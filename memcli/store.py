@@ -250,6 +250,15 @@ class Store:
         run_hashes = {e["id"]: e.get("run_hash") for e in found}
         return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(found))
 
+    def duplicate_ids(self) -> dict[str, list[str]]:
+        """Ids whose file is in two live folders, from file names alone (a memory's id must
+        match its file name): bad input, left out wherever they are."""
+        where: dict[str, list[str]] = defaultdict(list)
+        for folder in self.memory_folders():
+            for name in self.memory_names(folder):
+                where[name.rsplit(".", 1)[0]].append(f"{folder.rel}/{name}")
+        return {mem_id: paths for mem_id, paths in where.items() if len(paths) > 1}
+
     def scan_all(self, load: bool = True, archive: bool = False) -> StoreScan:
         """Scan every live folder (and the archive); a duplicate id is bad input everywhere."""
         folders = self.memory_folders() + ([self.archive_folder()] if archive else [])
