@@ -468,19 +468,23 @@ class Planner:
 
     def _resolve_group(self, keeper: Live, members: list[tuple[Live, float]]) -> None:
         """Apply the conflict cases of 3.1 per keeper-member pair, then merge what is left."""
-        eligible: list[Live] = []
-        for member, score in members:
-            ids = [member.mem.id, keeper.mem.id]
-            if member.mem.created_by != keeper.mem.created_by:
-                self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids,
-                                                  "reason": "different_authors"},
-                                "duplicates by different authors: both kept"))
-            elif self._both_changed(member, keeper):
-                self._flag_both_changed(ids, score)
-            else:
-                eligible.append(member)
+        eligible = [member for member, score in members if not self._conflict(member, keeper, score)]
         if eligible:
             self._merge_group(keeper, eligible)
+
+    def _conflict(self, older: Live, newer: Live, score: float) -> bool:
+        """The first two conflict cases of 3.1, which keep both memories whatever the
+        similarity (or the LLM) says: different authors, or both edited since the last run."""
+        ids = [older.mem.id, newer.mem.id]
+        if older.mem.created_by != newer.mem.created_by:
+            self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids,
+                                              "reason": "different_authors"},
+                            "duplicates by different authors: both kept"))
+            return True
+        if self._both_changed(older, newer):
+            self._flag_both_changed(ids, score)
+            return True
+        return False
 
     def _both_changed(self, a: Live, b: Live) -> bool:
         return (rules.edited_since_run(a.mem, a.run_hash, self.had_run)
@@ -566,14 +570,9 @@ class Planner:
 
     def _apply_decision(self, older: Live, newer: Live, score: float, decision: Any) -> None:
         """MERGE, REPLACE or UPDATE, within the conflict cases of 3.1 and protection."""
-        ids = [older.mem.id, newer.mem.id]
-        if older.mem.created_by != newer.mem.created_by:
-            self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids,
-                                              "reason": "different_authors"},
-                            "the LLM would combine them but they have different authors: kept both"))
-        elif self._both_changed(older, newer):
-            self._flag_both_changed(ids, score)
-        elif decision.action == "MERGE":
+        if self._conflict(older, newer, score):
+            return
+        if decision.action == "MERGE":
             self._merge_group(newer, [older], summary=decision.merged_summary)
         elif decision.action == "REPLACE":
             self._replace(older, newer)

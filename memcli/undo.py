@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,13 @@ class Change:
 
 def undo_run(store: Store, run_id: str, wait: float = 10.0) -> Outcome:
     """Reverse run `run_id` exactly, as a new logged run with trigger `undo`."""
+    return _run(store, wait, lambda: plan_undo(store, run_id, now()))
+
+
+def _run(store: Store, wait: float, make_plan: Callable[[], engine.Planning]) -> Outcome:
+    """Plan and apply under the lock, after recovering any interrupted run."""
     with store.writing(wait) as recovered:
-        planning = plan_undo(store, run_id, now())
-        outcome = engine.apply(store, planning)
+        outcome = engine.apply(store, make_plan())
     outcome.notes = recovered + outcome.notes
     return outcome
 
@@ -239,11 +244,7 @@ def _archive_created(store: Store, planner: engine.Planner, change: Change) -> A
 
 def restore_memory(store: Store, mem_id: str, wait: float = 10.0) -> Outcome:
     """Bring one archived memory back to the folder it left, as a logged run (`restore`)."""
-    with store.writing(wait) as recovered:
-        planning = plan_restore(store, mem_id, now())
-        outcome = engine.apply(store, planning)
-    outcome.notes = recovered + outcome.notes
-    return outcome
+    return _run(store, wait, lambda: plan_restore(store, mem_id, now()))
 
 
 def plan_restore(store: Store, mem_id: str, moment: dt.datetime) -> engine.Planning:
