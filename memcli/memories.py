@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memcli import fsops, opsfiles, rules
-from memcli.errors import MemcliError
+from memcli.errors import BadRecordError, MemcliError
 from memcli.model import PRIORITIES, TYPES, Memory, encode, format_ts, new_memory_id
 from memcli.store import Folder, Problem, Store
 
@@ -98,11 +98,14 @@ def _closest(store: Store, folder: Folder, entries: list[dict[str, Any]], draft:
             continue
         if rules.tag_overlap(entry.get("tags") or [], draft.tags) <= cfg.tag_overlap:
             continue
+        path = folder.path / entry["file"]
         try:
-            mem = store.read_memory(folder.path / entry["file"], folder)
-        except MemcliError as exc:
-            problems.append(Problem(entry["file"], str(exc)))
+            mem = store.read_memory(path, folder)
+        except BadRecordError as exc:
+            problems.append(Problem(store.rel(path), "; ".join(exc.reasons)))
             continue
+        except MemcliError:
+            continue  # gone since the folder was listed
         if not rules.takes_part(mem):
             continue
         score = rules.similarity(rules.content_text(mem.content), text, cfg.scorer)
@@ -191,7 +194,9 @@ def list_memories(store: Store, flt: ListFilter) -> tuple[list[dict[str, Any]], 
         scan = store.scan(folder, load=False)
         problems += scan.problems
         found += [{**e, "folder": folder.rel} for e in scan.entries if _entry_matches(e, flt)]
-    return sorted(found, key=lambda e: (e["folder"], e["id"])), problems
+    # Newest first within each folder (created_at, then id), folders in order: two stable sorts.
+    found.sort(key=lambda e: (str(e.get("created_at") or ""), e["id"]), reverse=True)
+    return sorted(found, key=lambda e: e["folder"]), problems
 
 
 def _folder_matches(folder: Folder, flt: ListFilter) -> bool:

@@ -241,3 +241,32 @@ def test_real_subprocess_entry_point(store: Path) -> None:
     assert result.returncode == 0 and json.loads(result.stdout)["count"] == 1
     result = subprocess.run([sys.executable, "-m", "memcli", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "consolidate" in result.stdout
+
+
+def test_list_is_newest_first_within_each_folder(store: Path) -> None:
+    old = add(store, created_at="2026-01-01T00:00:00Z")
+    new = add(store, created_at="2026-06-01T00:00:00Z")
+    team = add(store, scope="team", scope_id="backend")
+    _, out, _ = run("list", "--json", store=store)
+    assert [m["id"] for m in json.loads(out)["memories"]] == [new["id"], old["id"], team["id"]]
+
+
+def test_reindex_reports_duplicate_ids_and_keeps_going(store: Path) -> None:
+    data = add(store)
+    write_memory(store, {**data, "scope": "team", "scope_id": "backend"})
+    other = add(store)
+    code, out, err = run("reindex", "--json", store=store)
+    assert code == 0 and json.loads(out)["folders"]["agent/coder"] == 2
+    assert f"agent/coder/{data['id']}.json: duplicate id" in err
+    assert f"team/backend/{data['id']}.json: duplicate id" in err
+    assert other["id"] not in err
+    assert_invariants(store)
+
+
+def test_add_names_a_broken_neighbour_by_path_and_goes_on(store: Path) -> None:
+    write_memory(store, record(type="procedural", subtype="deployment", tags=["deploy"], summary=BASE))
+    bad = store / "agent" / "coder" / "mem_bad.json"
+    bad.write_text("{broken")
+    code, out, err = run(*add_args(BASE + " today"), store=store)
+    assert code == 0 and out.strip().startswith("mem_")
+    assert "agent/coder/mem_bad.json: not valid JSON" in err and bad.read_text() == "{broken"
