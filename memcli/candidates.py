@@ -191,11 +191,18 @@ def signature_matrix(signatures: Sequence[bytes]) -> npt.NDArray[np.uint16]:
 
 
 def _band_keys(matrix: npt.NDArray[np.uint16], bands: int, rows: int) -> npt.NDArray[np.uint64]:
-    """(bands, n) bucket keys: the rows of each band hashed into one 64-bit value."""
+    """(bands, n) bucket keys: the rows of each band in one 64-bit value.
+
+    Four 16-bit rows fit in 64 bits exactly, so the default banding packs them (a view of the
+    signature bytes, no arithmetic): equal keys are then exactly equal bands. Wider bands are
+    hashed into 64 bits."""
     if bands < 1 or rows < 1:
         raise ValueError("bands and rows must be at least 1")
     if matrix.shape[1] < bands * rows:
         raise ValueError(f"signatures have {matrix.shape[1]} values, bands * rows needs {bands * rows}")
+    if rows * _SIG_BITS == 64:
+        packed = np.ascontiguousarray(matrix[:, : bands * rows], dtype="<u2").view("<u8")
+        return np.ascontiguousarray(packed.T).astype(_U64, copy=False)
     keys = np.empty((bands, matrix.shape[0]), dtype=_U64)
     with np.errstate(over="ignore"):
         for band in range(bands):
@@ -253,15 +260,11 @@ def candidate_pairs(
 
 
 def _pairs_with(keys: npt.NDArray[np.uint64], new: npt.NDArray[np.int64]) -> Iterable[tuple[int, int]]:
-    """Pairs (i, j), i < j, of equal keys where i or j is in ``new``."""
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    low = np.searchsorted(ordered, keys[new], side="left")
-    high = np.searchsorted(ordered, keys[new], side="right")
-    for item, lo, hi in zip(new.tolist(), low.tolist(), high.tolist(), strict=True):
-        if hi - lo < 2:
-            continue
-        for other in order[lo:hi].tolist():
+    """Pairs (i, j), i < j, sharing a key in any band (``keys`` is (bands, n)) where i or j is
+    in ``new``: one comparison of every band against each new item, no sorting."""
+    for item in new.tolist():
+        hits = np.flatnonzero((keys == keys[:, item : item + 1]).any(axis=0)).tolist()
+        for other in hits:
             if other != item:
                 yield (item, other) if item < other else (other, item)
 
@@ -280,12 +283,11 @@ def candidate_pairs_for(
     over all signatures plus the pairs found, not all bucket pairs.
     """
     _check_lengths(signatures, keys)
-    new = np.unique(np.fromiter(new_idx, dtype=np.int64))
+    new = np.array(sorted(set(new_idx)), dtype=np.int64)  # (np.unique imports numpy.ma: 25 ms)
     if new.size and (new[0] < 0 or new[-1] >= len(keys)):
         raise IndexError("new_idx holds an index outside the signatures")
     if new.size == 0 or len(keys) < 2:
         return set()
-    pairs = set(_pairs_with(_exact_codes(keys), new))
-    for band_keys in _band_keys(signature_matrix(signatures), bands, rows):
-        pairs.update(_pairs_with(band_keys, new))
+    pairs = set(_pairs_with(_exact_codes(keys)[None, :], new))
+    pairs.update(_pairs_with(_band_keys(signature_matrix(signatures), bands, rows), new))
     return pairs

@@ -72,6 +72,8 @@ class Planning:
     plan: Plan
     problems: list[Problem] = field(default_factory=list)
     sigs: dict[str, dict[str, bytes]] = field(default_factory=dict)  # folder -> content hash -> sig
+    sigs_loaded: dict[str, set[str]] = field(default_factory=dict)  # folder -> hashes its cache had
+    refresh: dict[str, list[str]] | None = None  # session_end: folder -> files read or gone
 
 
 # ---------------------------------------------------------------- entry points
@@ -117,7 +119,7 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     planner = Planner(store, opts, moment)
     planner.run()
     planner.apply_limit()
-    return Planning(planner.plan, planner.problems, planner.sigs)
+    return Planning(planner.plan, planner.problems, planner.sigs, planner.sigs_loaded, planner.refresh)
 
 
 # Plan order is rule order (SPEC 3): the pair decisions of 3.1, then 3.2, 3.3 and 3.4.
@@ -144,6 +146,8 @@ class Planner:
         self._all_loaded: list[Live] = []
         self.grey: list[tuple[Live, Live, float, str | None]] = []  # (older, newer, score, guard)
         self.sigs: dict[str, dict[str, bytes]] = {}  # per folder: cached and new signatures
+        self.sigs_loaded: dict[str, set[str]] = {}
+        self.refresh: dict[str, list[str]] = {}  # session_end: folder -> files read or gone
         self._protection: dict[str, str | None] = {}
         self._order: list[Live] | None = None  # live memories by (folder, id), once merged
         self.seen: set[str] = set()  # every id loaded by this run
@@ -251,6 +255,8 @@ class Planner:
             self.plan.memory_count += scan.count
             changed = {e["id"] for e in scan.entries
                        if e.get("run_hash") != e["content_hash"] or e["id"] in flagged_ids}
+            if scan.reread is not None:
+                self.refresh[folder.rel] = scan.reread
             if changed:
                 self._take(scan, self._with_candidates(scan, changed), changed)
 
@@ -291,6 +297,7 @@ class Planner:
             from memcli import index
 
             self.sigs[folder.rel] = index.load_sigs(folder.path)
+            self.sigs_loaded[folder.rel] = set(self.sigs[folder.rel])
         return self.sigs[folder.rel]
 
     def _scope_folders(self) -> list[Folder]:
@@ -730,18 +737,36 @@ def apply(store: Store, planning: Planning) -> Outcome:
                   "flagged_done": plan.flagged_done},
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
+        **_refresh(planning, applied.actions),
     })
     _save_sig_caches(store, planning, hashes)
     outcome.notes += _problem_notes(planning.problems)
     return outcome
 
 
+def _refresh(planning: Planning, actions: list[Action]) -> dict[str, Any]:
+    """For a run that knows every file it read or changed (session_end), the files whose index
+    entries need updating, per folder; the other entries stay as they are."""
+    if planning.refresh is None or planning.plan.trigger != "session_end":
+        return {}
+    names: dict[str, set[str]] = {rel: set(found) for rel, found in planning.refresh.items()}
+    for action in actions:
+        for op in action.ops:
+            rel, _, name = op.path.rpartition("/")
+            names.setdefault(rel, set()).add(name)
+    covered = set(planning.plan.covered)
+    if any(rel not in planning.refresh for rel in covered):
+        return {}  # a covered folder without a snapshot: rebuild indices from the files
+    return {"refresh": {rel: sorted(found) for rel, found in names.items()}}
+
+
 def _problem_notes(problems: list[Problem]) -> list[str]:
     return [f"skipped {p}" if p.severity == "error" else f"warning: {p}" for p in problems]
 
 
-def _save_sig_caches(store: Store, planning: Planning, hashes: dict[str, set[str]]) -> None:
-    """Keep the signatures of the memories now in each covered folder, for the next pass."""
+def _save_sig_caches(store: Store, planning: Planning, hashes: dict[str, set[str] | None]) -> None:
+    """Keep the signatures of the memories now in each covered folder, for the next pass.
+    Where the run did not look at every file (None), nothing is dropped: a full run prunes."""
     from memcli import index
 
     for rel, current in hashes.items():
@@ -749,8 +774,14 @@ def _save_sig_caches(store: Store, planning: Planning, hashes: dict[str, set[str
         folder = store.folder_by_rel(rel)
         if not sigs or folder is None:
             continue
+        loaded = planning.sigs_loaded.get(rel, set())
+        if current is None:  # nothing can be dropped: only add what is new
+            new = {h: s for h, s in sigs.items() if h not in loaded}
+            if new:
+                index.add_sigs(folder.path, new)
+            continue
         kept = {h: s for h, s in sigs.items() if h in current}
-        if kept != sigs or not (folder.path / index.SIG_NAME).exists():
+        if kept.keys() != loaded or not (folder.path / index.SIG_NAME).exists():
             index.save_sigs(folder.path, kept)
 
 

@@ -66,6 +66,18 @@ def write_replace(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def append(path: Path, data: bytes) -> None:
+    """Add bytes at the end of an existing cache file, durably. Not atomic: only for caches
+    whose reader drops a torn last record (see `index.load_sigs`)."""
+    _change()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_new(path: Path, data: bytes) -> None:
     """Atomically create `path`; FileExistsError if the name is taken (never overwrites)."""
     tmp = _write_tmp(path.parent, path.name, data)

@@ -25,7 +25,7 @@ import orjson
 
 from memcli import fsops, index, log, opsfiles, review
 from memcli.errors import MemcliError
-from memcli.model import Action, FileOp, Plan, sha256
+from memcli.model import Action, FileOp, Plan, now, sha256
 from memcli.store import Store
 
 JOURNAL_GLOB = "journal-*.json"
@@ -158,7 +158,7 @@ def _hash_of(path: Path) -> str | None:
 # ---------------------------------------------------------------- finish (also after a crash)
 
 
-def commit(store: Store, run_id: str, finish: dict[str, Any]) -> dict[str, set[str]]:
+def commit(store: Store, run_id: str, finish: dict[str, Any]) -> dict[str, set[str] | None]:
     """Mark the run's memory changes done and record what is left, then do it. Returns the
     content hashes now in each covered folder (for the signature cache)."""
     data = {"run_id": run_id, "phase": "committed", **finish}
@@ -166,14 +166,18 @@ def commit(store: Store, run_id: str, finish: dict[str, Any]) -> dict[str, set[s
     return complete(store, data)
 
 
-def complete(store: Store, data: dict[str, Any]) -> dict[str, set[str]]:
+def complete(store: Store, data: dict[str, Any]) -> dict[str, set[str] | None]:
     """Indices, review queue, state and log for a committed run; idempotent."""
     pause = store.settings.consolidation.index_pause_ms / 1000
     covered = set(data.get("covered", []))
-    hashes: dict[str, set[str]] = {}
+    hashes: dict[str, set[str] | None] = {}
+    refresh: dict[str, list[str]] = data.get("refresh") or {}
     for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered)):
         if position and pause:
             time.sleep(pause)  # spreads index rewrites out for readers on slow disks
+        if rel in refresh and _update_folder(store, rel, refresh[rel], rel in covered):
+            hashes[rel] = None  # not every hash was looked at: the signature cache only grows
+            continue
         hashes[rel] = _reindex_folder(store, rel, refresh_run_hash=rel in covered)
     review.add_items(store.root, data.get("review", []))
     _update_state(store, data.get("state", {}))
@@ -202,6 +206,35 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
     if refresh_run_hash and folder.scope != "archive":
         index.save_lastrun(folder.path, scan.entries)
     return {e["content_hash"] for e in scan.entries}
+
+
+def _update_folder(store: Store, rel: str, names: list[str], covered: bool) -> bool:
+    """Update only the index entries (and snapshot rows) of `names`: the files a session_end
+    run read or changed in the folder; every other file is as the last run left it. False when
+    that cannot be done (no usable index or snapshot): the caller rebuilds from the files."""
+    folder = store.folder_by_rel(rel)
+    if folder is None:
+        return False
+    snap = index.load_lastrun(folder.path) if covered and folder.scope != "archive" else None
+    if covered and folder.scope != "archive" and snap is None:
+        return False
+    fresh: dict[str, dict[str, Any]] = {}
+
+    def update(name: str, old: dict[str, Any] | None) -> dict[str, Any] | None:
+        mem = store.read_quietly(folder.path / name, folder)
+        if mem is None:
+            return None
+        entry = index.entry_for(mem, old, archive=folder.scope == "archive")
+        if covered:
+            entry["run_hash"] = entry["content_hash"]
+        fresh[name] = entry
+        return entry
+
+    if not index.splice(folder.path, folder.scope, folder.scope_id, now(), update, names):
+        return False
+    if snap is not None:
+        index.update_lastrun(folder.path, snap, set(names), list(fresh.values()))
+    return True
 
 
 def _update_state(store: Store, update: dict[str, Any]) -> None:

@@ -79,6 +79,7 @@ class FolderScan:
     drift: bool  # the saved index disagrees with the files
     run_hashes: dict[str, Any] = field(default_factory=dict)  # id -> run_hash, from the saved index
     file_count: int = -1  # memory files seen, when entries were not built (-1: len(entries))
+    reread: list[str] | None = None  # scan_since: the names read again or gone since the snapshot
 
     @property
     def count(self) -> int:
@@ -179,7 +180,7 @@ class Store:
     # ------------------------------------------------------------ reading
 
     def scan(self, folder: Folder, load: bool = True, entries: bool = True,
-             lastrun: dict[str, list[Any]] | None = None, compare: bool = True) -> FolderScan:
+             lastrun: index.Snapshot | None = None, compare: bool = True) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
         With load=False, files whose index entry matches size and mtime are not read; with
         entries=False (planning), no index entries are built, only the memories read, and the
@@ -213,42 +214,67 @@ class Store:
         drift = not compare or not index.same_entries(saved, found)  # compare=False: rewritten anyway
         return FolderScan(folder, found, memories, problems, saved, drift, _run_hashes(old))
 
-    def _read_all(self, folder: Folder, lastrun: dict[str, list[Any]], problems: list[Problem]) -> FolderScan:
+    def _read_all(self, folder: Folder, lastrun: index.Snapshot, problems: list[Problem]) -> FolderScan:
         memories: dict[str, Memory] = {}
         for name in self.memory_names(folder):
             mem = self._read(folder.path / name, folder, problems)
             if mem is not None:
                 memories[mem.id] = mem
-        run_hashes = {str(r[0]).rsplit(".", 1)[0]: r[3] for r in lastrun.values()}
-        return FolderScan(folder, [], memories, problems, None, False, run_hashes, len(memories))
+        return FolderScan(folder, [], memories, problems, None, False, lastrun.run_hashes(), len(memories))
 
-    def scan_since(self, folder: Folder, rows: dict[str, list[Any]]) -> FolderScan:
+    def scan_since(self, folder: Folder, snap: index.Snapshot) -> FolderScan:
         """Like scan(load=False), but against the last-run snapshot instead of the index:
         a file whose size and mtime match its row is taken as the last run saw it, unread.
         A folder with no change returns only its file count (no entries: nothing to plan)."""
         problems: list[Problem] = []
-        base = str(folder.path)
         names = self.memory_names(folder)
-        same: list[str] = []
-        differ: list[str] = []
-        for name in names:
-            st = self._stat(f"{base}/{name}", problems)
-            if st is None:
-                continue
-            row = rows.get(name)
-            (same if row and row[1] == st.st_size and row[2] == st.st_mtime_ns else differ).append(name)
+        stats = self._stat_all(folder, names, problems)
+        if names == snap.names:  # the common case: no file came or went
+            differ = _differ_in_place(names, stats, snap)
+        elif len(names) > len(snap.names):
+            differ = _differ_with_new(names, stats, snap)
+        else:
+            differ = [n for n, st in zip(names, stats, strict=True)
+                      if st is None or not _trusted(snap, n, st)]
+        gone = {n for n, st in zip(names, stats, strict=True) if st is None}
         if not differ:
-            return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(same))
-        found = [_entry_from_row(rows[name]) for name in same]
+            return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(names))
+        present = set(names) - gone - set(differ)
+        found = [snap.entry(i) for i, n in enumerate(snap.names) if n in present]
         memories: dict[str, Memory] = {}
         for name in differ:
+            if name in gone:
+                continue
             mem = self._read(folder.path / name, folder, problems)
             if mem is not None:
                 memories[mem.id] = mem
-                row = rows.get(name)
-                found.append(index.entry_for(mem, {"run_hash": row[3]} if row else None))
+                row = snap.row(name)
+                old = {"run_hash": snap.content_hash(row)} if row is not None else None
+                found.append(index.entry_for(mem, old))
         run_hashes = {e["id"]: e.get("run_hash") for e in found}
-        return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(found))
+        reread = sorted(set(differ) | (set(snap.names) - present))
+        return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(found), reread)
+
+    def _stat_all(self, folder: Folder, names: list[str],
+                  problems: list[Problem]) -> list[os.stat_result | None]:
+        """lstat of every name, relative to the folder (one path lookup a file, not seven)."""
+        try:
+            fd = os.open(folder.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            return [None] * len(names)
+        try:
+            lstat, out = os.lstat, list[os.stat_result | None]()
+            for name in names:
+                try:
+                    st = lstat(name, dir_fd=fd)
+                except FileNotFoundError:
+                    out.append(None)
+                    continue
+                ok = statmod.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES
+                out.append(st if ok or self._acceptable(folder.path / name, st, problems) else None)
+            return out
+        finally:
+            os.close(fd)
 
     def duplicate_ids(self) -> dict[str, list[str]]:
         """Ids whose file is in two live folders, from file names alone (a memory's id must
@@ -279,6 +305,10 @@ class Store:
         if mem is None:
             raise BadRecordError(self.rel(path), [p.reason for p in problems])
         return mem
+
+    def read_quietly(self, path: Path, folder: Folder) -> Memory | None:
+        """A memory file, or None when it is gone or bad input (a full scan reports those)."""
+        return self._read(path, folder, [])
 
     def find(self, mem_id: str, archived: bool = True) -> tuple[Memory, Folder]:
         """A memory by id, live first, then (if asked) archived."""
@@ -456,10 +486,33 @@ def _read_fd(fd: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _entry_from_row(row: list[Any]) -> dict[str, Any]:
-    """An index-like entry for a file unchanged since the last run, from its snapshot row."""
-    return {"id": str(row[0]).rsplit(".", 1)[0], "file": row[0], "size": row[1], "mtime_ns": row[2],
-            "content_hash": row[3], "run_hash": row[3], "type": row[4], "subtype": row[5]}
+def _differ_in_place(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
+    """The names whose stat differs from the snapshot row of the same position. Compared as
+    whole lists first (in C): a folder nobody touched costs no per-file Python."""
+    if None not in stats:
+        sizes = [st.st_size for st in stats]  # type: ignore[union-attr]
+        mtimes = [st.st_mtime_ns for st in stats]  # type: ignore[union-attr]
+        if sizes == snap.sizes.tolist() and mtimes == snap.mtimes.tolist() and (
+                not mtimes or max(mtimes) < snap.written_ns):
+            return []
+    return [n for i, (n, st) in enumerate(zip(names, stats, strict=True))
+            if st is None or not snap.trusted(i, st.st_size, st.st_mtime_ns)]
+
+
+def _differ_with_new(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
+    """Files were added (a session wrote memories): the new ones differ, the others are
+    compared as in `_differ_in_place` when they are exactly the snapshot's files."""
+    known = [n for n in names if snap.row(n) is not None]
+    if known != snap.names:
+        return [n for n, st in zip(names, stats, strict=True) if st is None or not _trusted(snap, n, st)]
+    added = [n for n in names if snap.row(n) is None]
+    known_stats = [st for n, st in zip(names, stats, strict=True) if snap.row(n) is not None]
+    return sorted(added + _differ_in_place(known, known_stats, snap))
+
+
+def _trusted(snap: index.Snapshot, name: str, st: os.stat_result) -> bool:
+    row = snap.row(name)
+    return row is not None and snap.trusted(row, st.st_size, st.st_mtime_ns)
 
 
 def _run_hashes(old: dict[Any, dict[str, Any]]) -> dict[str, Any]:

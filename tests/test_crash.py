@@ -434,3 +434,43 @@ def _keeper_rewritten(zygote: Zygote, pristine: Path, work: Path, n: int, name: 
     journals = list((root / "ops").glob("journal-*"))
     rewritten = (root / "agent" / "coder" / name).read_bytes() != (pristine / "agent" / "coder" / name).read_bytes()
     return bool(journals) and json.loads(journals[0].read_bytes())["phase"] == "applying" and rewritten
+
+
+def test_every_crash_point_of_a_session_end_run_recovers(pristine: Path, work: Path) -> None:
+    """A session_end run updates only the index entries, snapshot rows and signatures it must
+    (splices and appends, not rewrites): crashed at any of its changes and recovered, the live
+    files are all pre-run or all post-run, and every index still matches its folder."""
+    base = work / "base"
+    shutil.copytree(pristine, base)
+    assert memcli(base, "consolidate").returncode == 0
+    stays = next(records(base)[i][0] for i in records(base) if records(base)[i][0]["content"]["summary"]
+                 == "a normal fact that stays")
+    add(base, summary=stays["content"]["summary"] + " too", tags=["keep"], subtype="keep",
+        created_at=days_ago(9))
+    add(base, summary="a brand new fact from this session", tags=["new"], subtype="new",
+        created_at=days_ago(8), access_count=0)
+    counted = work / "count"
+    shutil.copytree(base, counted)
+    start = fsops.change_count()
+    outcome = engine.consolidate(Store(counted), trigger="session_end")
+    k = fsops.change_count() - start
+    assert outcome.stats["memories_merged"] == 1 and outcome.stats["memories_archived"] == 1
+    pre, post = snapshot(base), snapshot(counted)
+    zygotes = ZygotePool()
+
+    def one_point(n: int) -> tuple[int, list[str]]:
+        root = work / f"s{n}"
+        shutil.copytree(base, root)
+        code, output = zygotes.get().run(root, "consolidate", "--trigger", "session_end", crash_at=n)
+        if code != (70 if n <= k else 0):
+            return n, [f"exit {code}: {output[-300:]}"]
+        failures = recover(root, via_cli=False)
+        return n, failures + check_recovered(root, pre, post)
+
+    try:
+        with ThreadPool(THREADS) as pool:
+            failed = {n: f for n, f in pool.map(one_point, range(1, k + 2)) if f}
+    finally:
+        zygotes.close()
+    print(f"\nsession_end crash points: {k - len(failed)} of {k} recovered")
+    assert not failed, f"{k - len(failed)} of {k} session_end crash points recovered; failures: {failed}"
