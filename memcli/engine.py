@@ -7,9 +7,11 @@ the plan; a real run hands it to `journal.execute`; the log records it; undo rev
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,7 @@ class Planning:
     sigs: dict[str, dict[str, bytes]] = field(default_factory=dict)  # folder -> content hash -> sig
     sigs_loaded: dict[str, set[str]] = field(default_factory=dict)  # folder -> hashes its cache had
     refresh: dict[str, list[str]] | None = None  # session_end: folder -> files read or gone
+    pairs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # folder -> (params, PairCache)
 
 
 # ---------------------------------------------------------------- entry points
@@ -117,9 +120,25 @@ def _pending_note(store: Store) -> list[str]:
 def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     """Decide every action of a run at `moment`, in rule order, over a simulated store."""
     planner = Planner(store, opts, moment)
-    planner.run()
+    with _gc_paused():
+        planner.run()
     planner.apply_limit()
-    return Planning(planner.plan, planner.problems, planner.sigs, planner.sigs_loaded, planner.refresh)
+    return Planning(planner.plan, planner.problems, planner.sigs, planner.sigs_loaded, planner.refresh,
+                    planner.pairs_found)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Planning makes a dictionary per index entry and an object per memory, hundreds of
+    thousands, and no reference cycles: the cycle collector would walk them again and again
+    (a fifth of a 100,000-memory plan). It runs again afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # Plan order is rule order (SPEC 3): the pair decisions of 3.1, then 3.2, 3.3 and 3.4.
@@ -148,6 +167,8 @@ class Planner:
         self.sigs: dict[str, dict[str, bytes]] = {}  # per folder: cached and new signatures
         self.sigs_loaded: dict[str, set[str]] = {}
         self.refresh: dict[str, list[str]] = {}  # session_end: folder -> files read or gone
+        self.pair_caches: dict[str, Any] = {}  # folder -> index.PairCache loaded (or None)
+        self.pairs_found: dict[str, tuple[str, Any]] = {}  # folder -> (params, index.PairCache) found
         self._protection: dict[str, str | None] = {}
         self._order: list[Live] | None = None  # live memories by (folder, id), once merged
         self.seen: set[str] = set()  # every id loaded by this run
@@ -166,9 +187,10 @@ class Planner:
             self._sign_rewritten()
         else:
             folders = self._scope_folders()
-            twins = self.store.duplicate_ids()
+            listings: dict[str, list[str]] = {}
+            twins = self.store.duplicate_ids(listings)
             for position, folder in enumerate(folders):
-                self._load_folder(folder, twins)
+                self._load_folder(folder, twins, listings.get(folder.rel))
                 self._apply_rules()
                 self._release()
                 self._progress("planning", position + 1, len(folders))
@@ -195,8 +217,10 @@ class Planner:
         the run leaves behind covers them and the next pass computes none."""
         from memcli import candidates
 
-        fresh = [i for i in self.live.values() if i.sig is None or
-                 i.mem.content_hash not in self._folder_sigs(i.folder)]
+        folders = {i.folder.rel: i.folder for i in self.live.values()}
+        caches = {rel: self._folder_sigs(folder) for rel, folder in folders.items()}
+        fresh = [i for i in self.live.values()
+                 if i.sig is None or i.mem.content_hash not in caches[i.folder.rel]]
         if not fresh:
             return
         texts = [rules.content_text(i.mem.content) for i in fresh]
@@ -204,17 +228,34 @@ class Planner:
             item.sig = sig
             self._folder_sigs(item.folder)[item.mem.content_hash] = sig
 
-    def _load_folder(self, folder: Folder, twins: dict[str, list[str]]) -> None:
-        from memcli import index
-
-        scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.path))
-        self.problems += scan.problems
-        for mem_id in [i for i in scan.memories if i in twins]:
-            self.problems.append(Problem(self.store.rel(scan.memories.pop(mem_id).path),
+    def _load_folder(self, folder: Folder, twins: dict[str, list[str]], names: list[str] | None) -> None:
+        """A full run's view of one folder: its index entries where the files still match them
+        (size and mtime), the files themselves where not. A memory known from its entry is read
+        only if a rule needs its text or rewrites it."""
+        scan = self.store.scan(folder, load=False, compare=False, names=names)
+        self.problems += [p for p in scan.problems if p.code != "index_gone"]  # the run rewrites it
+        mems = dict(scan.memories)
+        unread = [e for e in scan.entries if str(e["id"]) not in mems]
+        mems.update((m.id, m) for m in self.store.planned(folder, unread))
+        for mem_id in [i for i in mems if i in twins]:
+            self.problems.append(Problem(self.store.rel(mems.pop(mem_id).path),
                                          f"duplicate id {mem_id} (in {', '.join(twins[mem_id])}); left "
                                          "out until one copy is renamed", "duplicate_id"))
-        self._take(scan, set(scan.memories))
-        self._loaded += len(scan.memories)
+        cache, run_hashes, prefix = self._folder_sigs(folder), scan.run_hashes, folder.rel + "/"
+        for mem_id in sorted(mems):
+            mem = mems[mem_id]
+            run_hash = run_hashes.get(mem_id)
+            item = Live(mem, folder, prefix + mem.name, run_hash, run_hash != mem.content_hash,
+                        cache.get(mem.content_hash), rules.newest_first_key(mem))
+            self._all_loaded.append(item)
+            self.live[mem_id] = item
+        self.seen.update(mems)
+        self._loaded += len(mems)
+
+    def _put(self, item: Live) -> None:
+        self._all_loaded.append(item)
+        self.live[item.mem.id] = item
+        self.seen.add(item.mem.id)
 
     def load(self) -> None:
         """Load the whole scope at once (session_end, and review merges)."""
@@ -275,7 +316,7 @@ class Planner:
                 needed.update(e["id"] for e in block)
                 continue
             sigs = self._cached_sigs(scan, block)
-            pairs = candidates.candidate_pairs_for(focus, sigs, [e["id"] for e in block])
+            pairs = candidates.candidate_pairs_for(focus, sigs, None)
             needed.update(block[n]["id"] for pair in pairs for n in pair)
         return needed
 
@@ -316,14 +357,11 @@ class Planner:
         for mem_id in sorted(ids):
             mem = scan.memories.get(mem_id) or self.store.read_memory(scan.folder.path / files[mem_id],
                                                                         scan.folder)
-            rel = f"{scan.folder.rel}/{mem.path.name}"
+            rel = f"{scan.folder.rel}/{mem.name}"
             run_hash = run_hashes.get(mem_id)
             is_changed = changed is None and run_hash != mem.content_hash or mem_id in (changed or ())
-            item = Live(mem, scan.folder, rel, run_hash, is_changed, cache.get(mem.content_hash),
-                        rules.newest_first_key(mem))
-            self._all_loaded.append(item)
-            self.live[mem.id] = item
-            self.seen.add(mem.id)
+            self._put(Live(mem, scan.folder, rel, run_hash, is_changed, cache.get(mem.content_hash),
+                           rules.newest_first_key(mem)))
 
     def _drop_duplicate_ids(self) -> None:
         """An id in two live files is bad input: both are reported and left out of the run."""
@@ -406,27 +444,68 @@ class Planner:
             self._judge_grey()
 
     def _merge_block(self, block: list[Live]) -> None:
-        texts = [rules.content_text(i.mem.content) for i in block]
+        texts = BlockTexts(block)
         focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
         floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
         sigs = self._sigs(block, texts) if len(block) > ALL_PAIRS_MAX else None
-        pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus, floor=floor,
-                              sigs=sigs)
+        if sigs is not None and focus is None:
+            pairs = self._block_pairs(block, texts, sigs, floor)
+        else:
+            lengths = texts.lengths() if sigs is not None else None
+            pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
+                                  floor=floor, sigs=sigs, lengths=lengths)
         older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
         for i, j in sorted(pairs):
             older.setdefault(i, []).append(j)
         assigned: set[int] = set()
-        for k in range(len(block)):
+        for k in sorted(older):  # a keeper: the newest of its group, unless taken by a newer one
             if k in assigned:
                 continue
             assigned.add(k)
-            members = self._members(block, k, older.get(k, []), pairs, assigned)
+            members = self._members(block, k, older[k], pairs, assigned)
             if members:
                 self._resolve_group(block[k], members)
         if self.opts.judge is not None:
             self._collect_grey(block, pairs)
 
-    def _sigs(self, block: list[Live], texts: list[str]) -> list[bytes]:
+    def _block_pairs(self, block: list[Live], texts: BlockTexts, sigs: list[bytes],
+                     floor: float | None) -> dict[tuple[int, int], float]:
+        """A large block's similar pairs in a full run: those among memories the folder's pair
+        cache covers come from it; only memories with a new content hash are compared (with
+        the whole block). Gives exactly what comparing the whole block gives."""
+        from memcli import index
+
+        folder = block[0].folder
+        params = self._pair_params(floor)
+        if folder.rel not in self.pair_caches:
+            self.pair_caches[folder.rel] = index.load_pairs(folder.path, params)
+        cache = self.pair_caches[folder.rel]
+        hashes = [item.mem.content_hash for item in block]
+        position = {h: n for n, h in enumerate(hashes)}
+        usable = cache is not None and len(position) == len(hashes)  # equal files: compare them all
+        focus = [n for n, h in enumerate(hashes) if not usable or h not in cache.covered]  # type: ignore[union-attr]
+        found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor, sigs=sigs,
+                              lengths=texts.lengths(), focus=None if len(focus) == len(block) else focus)
+        if usable and cache is not None:
+            for (a, b), score in cache.pairs.items():
+                if a in position and b in position:
+                    i, j = sorted((position[a], position[b]))
+                    found[(i, j)] = score
+        from memcli import index
+
+        fresh = self.pairs_found.setdefault(folder.rel, (params, index.PairCache(set(), {})))[1]
+        fresh.covered.update(hashes)
+        fresh.pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in found.items())
+        return found
+
+    def _pair_params(self, floor: float | None) -> str:
+        from memcli import candidates, similar
+
+        return (f"{self.cfg.scorer}|>{self.cfg.content_similarity}|floor={floor}"
+                f"|lsh={candidates.DEFAULT_BANDS}x{candidates.DEFAULT_ROWS}|agree={similar.MIN_AGREEMENT}"
+                f"|short={similar.SHORT_TEXT}|sig=oph5")
+
+    def _sigs(self, block: list[Live], texts: Sequence[str]) -> list[bytes]:
         """The block's signatures: cached by content hash, the missing ones computed in bulk
         and kept for the folder's cache."""
         from memcli import candidates
@@ -635,8 +714,9 @@ class Planner:
         The rule's own test comes first: it is cheaper than the protection test."""
         if self._order is None:
             self._order = sorted(self.live.values(), key=lambda i: (i.folder.rel, i.mem.id))
+        live = self.live
         return [i for i in self._order
-                if i.mem.id in self.live and wanted(i.mem) and self.eligible(i) and not self.protected(i)]
+                if i.mem.id in live and wanted(i.mem) and self.eligible(i) and not self.protected(i)]
 
     # ------------------------------------------------------------ 3.3 promote
 
@@ -704,10 +784,35 @@ class Planner:
         self.plan.actions = kept
 
 
+class BlockTexts(Sequence[str]):
+    """The normalised texts of a block's memories, each made (and its file read) only when
+    asked for: with cached signatures most memories of a large block are never compared."""
+
+    def __init__(self, block: list[Live]) -> None:
+        self.block = block
+        self.made: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.block)
+
+    def __getitem__(self, n: int) -> str:  # type: ignore[override]
+        if n not in self.made:
+            self.made[n] = rules.content_text(self.block[n].mem.content)
+        return self.made[n]
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[n] for n in range(len(self.block)))
+
+    def lengths(self) -> list[int]:
+        """Text lengths, from the index entries where the text is not at hand."""
+        out = [item.mem.cached_text_len() for item in self.block]
+        return [len(self[n]) if value is None else value for n, value in enumerate(out)]
+
+
 def _stale_why(mem: Memory) -> str:
-    if int(mem.data.get("access_count") or 0) == 0:
+    if int(mem.facts.get("access_count") or 0) == 0:
         return "never used"
-    return f"last used {str(mem.data.get('last_accessed') or mem.data.get('updated_at'))[:10]}"
+    return f"last used {str(mem.facts.get('last_accessed') or mem.facts.get('updated_at'))[:10]}"
 
 
 def _file_count(folder: Folder) -> int:
@@ -740,6 +845,7 @@ def apply(store: Store, planning: Planning) -> Outcome:
         **_refresh(planning, applied.actions),
     })
     _save_sig_caches(store, planning, hashes)
+    _save_pair_caches(store, planning)
     outcome.notes += _problem_notes(planning.problems)
     return outcome
 
@@ -758,6 +864,16 @@ def _refresh(planning: Planning, actions: list[Action]) -> dict[str, Any]:
     if any(rel not in planning.refresh for rel in covered):
         return {}  # a covered folder without a snapshot: rebuild indices from the files
     return {"refresh": {rel: sorted(found) for rel, found in names.items()}}
+
+
+def _save_pair_caches(store: Store, planning: Planning) -> None:
+    """The similar pairs a full run found, per folder, for the next run (see index.PAIRS_NAME)."""
+    from memcli import index
+
+    for rel, (params, found) in planning.pairs.items():
+        folder = store.folder_by_rel(rel)
+        if folder is not None and folder.path.is_dir():
+            index.save_pairs(folder.path, params, found)
 
 
 def _problem_notes(problems: list[Problem]) -> list[str]:

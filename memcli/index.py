@@ -32,6 +32,9 @@ _ARCHIVE_FIELDS = {"archived_at": "archived_at", "reason": "archive_reason",
                    "run_id": "archive_run_id", "from": "archived_from"}
 # Fields tied to a content hash: kept only while the content hash is unchanged.
 _HASH_BOUND = ("sig", "norm_key")
+# Cached facts about the content, so that a run can plan a memory from its entry alone:
+# the length of content.details (rule 3.2) and of the normalised text (candidate scoring).
+PLANNING_FIELDS = ("details_len", "text_len")  # (Store.scan checks them by name, for speed)
 
 
 def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = False) -> dict[str, Any]:
@@ -45,6 +48,9 @@ def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = Fa
     summary = mem.content.get("summary")
     entry["summary"] = summary[:80] if isinstance(summary, str) else ""  # what `list` shows
     entry.update(size=mem.size, mtime_ns=mem.mtime_ns, content_hash=mem.content_hash)
+    entry.update(details_len=mem.details_len(), text_len=len(_content_text(mem.content)))
+    if "archived_at" in mem.data and not archive:
+        entry["archived_at"] = mem.data["archived_at"]  # a live record marked archived takes part in no rule
     if archive:
         entry.update({key: mem.data.get(field) for key, field in _ARCHIVE_FIELDS.items()})
     if old:
@@ -53,6 +59,12 @@ def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = Fa
         if old.get("content_hash") == mem.content_hash:
             entry.update({k: old[k] for k in _HASH_BOUND if k in old})
     return entry
+
+
+def _content_text(content: dict[str, Any]) -> str:
+    from memcli.rules import content_text  # rapidfuzz: not for every command that imports the index
+
+    return content_text(content)
 
 
 def load(folder: Path) -> dict[str, Any] | None:
@@ -212,6 +224,40 @@ def add_sigs(folder: Path, sigs: dict[str, bytes]) -> None:
     rows = [bytes.fromhex(h) + s for h, s in sorted(sigs.items()) if len(s) == width]
     if rows:
         fsops.append(path, b"".join(rows))
+
+
+# ---------------------------------------------------------------- the similar-pairs cache
+# `_pairs.json` keeps what the last full run found in the folder's large blocks: the content
+# hashes it compared (`covered`) and every pair of them whose similarity passed, with its score.
+# A similarity depends on the two files' bytes alone, so the next run takes the pairs of
+# memories it still finds under a covered hash from here, and compares only the memories with
+# a new hash (against the whole block). `params` names everything the pairs depend on; any
+# other value, or a damaged file, is no cache.
+
+PAIRS_NAME = "_pairs.json"
+
+
+@dataclass
+class PairCache:
+    covered: set[str]
+    pairs: dict[tuple[str, str], float]
+
+
+def load_pairs(folder: Path, params: str) -> PairCache | None:
+    try:
+        data = orjson.loads((folder / PAIRS_NAME).read_bytes())
+        if data.get("params") != params:
+            return None
+        pairs = {(str(a), str(b)): float(score) for a, b, score in data["pairs"]}
+        return PairCache({str(h) for h in data["covered"]}, pairs)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def save_pairs(folder: Path, params: str, cache: PairCache) -> None:
+    body = {"version": 1, "params": params, "covered": sorted(cache.covered),
+            "pairs": [[a, b, score] for (a, b), score in sorted(cache.pairs.items())]}
+    fsops.write_replace(folder / PAIRS_NAME, orjson.dumps(body))
 
 
 # ---------------------------------------------------------------- the last-run snapshot

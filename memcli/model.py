@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,37 +99,86 @@ def sha256(data: bytes) -> str:
 # ---------------------------------------------------------------- the record
 
 
-@dataclass(slots=True)
 class Memory:
-    """One memory as read from disk: its record plus where and how it is stored."""
+    """One memory: its record plus where and how it is stored.
 
-    data: dict[str, Any]
-    path: Path
-    fmt: str  # "json" or "md"
-    content_hash: str = ""
-    size: int = 0
-    mtime_ns: int = 0
-    warnings: list[str] = field(default_factory=list)
+    Read from disk, `data` is the whole record. A memory planned from its index entry alone
+    (a file unchanged since the entry was written) starts with only `facts`, the entry's
+    cached fields, which answer every rule's question about it; the file is read the first
+    time `data` or `content` is used (to compare its text, or to rewrite it). If it can no
+    longer be read then, `data` is the facts and `content_hash` becomes `VANISHED`, which no
+    file on disk ever hashes to: any action planned on it is skipped when applied.
+    """
+
+    __slots__ = ("_data", "_path", "_dir", "name", "fmt", "content_hash", "size", "mtime_ns", "warnings",
+                 "facts", "_load", "id", "type")
+
+    def __init__(self, data: dict[str, Any] | None, path: Path | None, fmt: str, content_hash: str = "",
+                 size: int = 0, mtime_ns: int = 0, warnings: list[str] | None = None, *,
+                 facts: dict[str, Any] | None = None, folder: Path | None = None, name: str = "",
+                 load: Callable[[Memory], Memory | None] | None = None) -> None:
+        self._data = data
+        self._path = path
+        self._dir = folder
+        self.name = path.name if path is not None else name
+        self.fmt = fmt
+        self.content_hash = content_hash
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.warnings = warnings if warnings is not None else []
+        self.facts: dict[str, Any] = facts if facts is not None else (data if data is not None else {})
+        self._load = load
+        self.id = str(self.facts["id"])
+        self.type = str(self.facts["type"])
+
+    @classmethod
+    def planned(cls, facts: dict[str, Any], folder: Path, name: str,
+                load: Callable[[Memory], Memory | None]) -> Memory:
+        """A memory known from its index entry (`facts`) alone; `load(memory)` reads the file
+        when first needed. (Made for every unchanged memory of a full run: kept lean.)"""
+        mem = cls.__new__(cls)
+        mem._data = mem._path = None
+        mem._dir, mem.name, mem.facts, mem._load = folder, name, facts, load
+        mem.fmt = "md" if name.endswith(".md") else "json"
+        mem.content_hash, mem.size, mem.mtime_ns = facts["content_hash"], facts["size"], facts["mtime_ns"]
+        mem.warnings = []
+        mem.id, mem.type = str(facts["id"]), str(facts["type"])
+        return mem
+
+    def __repr__(self) -> str:
+        return f"Memory({self.name!r}, loaded={self._data is not None})"
 
     @property
-    def id(self) -> str:
-        return str(self.data["id"])
+    def path(self) -> Path:
+        if self._path is None:
+            assert self._dir is not None
+            self._path = self._dir / self.name
+        return self._path
 
     @property
-    def type(self) -> str:
-        return str(self.data["type"])
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            read = self._load(self) if self._load is not None else None
+            if read is None or read.content_hash != self.content_hash:
+                self.content_hash = VANISHED if read is None else self.content_hash
+            self._data = read.data if read is not None else dict(self.facts)
+        return self._data
+
+    @property
+    def loaded(self) -> bool:
+        return self._data is not None
 
     @property
     def subtype(self) -> str:
-        return str(self.data.get("subtype") or "")
+        return str(self.facts.get("subtype") or "")
 
     @property
     def tags(self) -> list[str]:
-        return list(self.data.get("tags") or [])
+        return list(self.facts.get("tags") or [])
 
     @property
     def created_by(self) -> str:
-        return str(self.data.get("created_by") or "")
+        return str(self.facts.get("created_by") or "")
 
     @property
     def content(self) -> dict[str, Any]:
@@ -136,7 +186,22 @@ class Memory:
         return content if isinstance(content, dict) else {}
 
     def ts(self, name: str) -> dt.datetime | None:
-        return ts_or_none(self.data.get(name))
+        return ts_or_none(self.facts.get(name))
+
+    def cached_text_len(self) -> int | None:
+        """The normalised text's length from the index entry (for a memory planned from it)."""
+        value = self.facts.get("text_len") if self.facts is not self._data else None
+        return value if type(value) is int else None
+
+    def details_len(self) -> int:
+        """len(content.details), -1 when it is not a string (cached in the index entry)."""
+        if self._data is None and "details_len" in self.facts:
+            return int(self.facts["details_len"])
+        details = self.content.get("details")
+        return len(details) if isinstance(details, str) else -1
+
+
+VANISHED = "vanished"  # the content hash of a memory whose file went away while planning
 
 
 def validate(data: Any, *, file_id: str | None = None) -> tuple[list[str], list[str]]:

@@ -7,6 +7,7 @@ into a plan. `now` is always passed in.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,7 +33,7 @@ _SCORERS = {
 def protection_reason(mem: Memory, now: dt.datetime, cfg: Consolidation, consent: bool = False) -> str | None:
     """Why a memory is protected (SPEC 2), or None. Protected memories are never rewritten,
     moved or archived by a consolidation action."""
-    data = mem.data
+    data = mem.facts  # every field here is in the index entry too: no need to read the file
     if data.get("priority") == "critical":
         return "critical"
     tags = set(mem.tags)
@@ -57,7 +58,7 @@ def is_fresh(mem: Memory, now: dt.datetime, min_age_days: float) -> bool:
 
 def takes_part(mem: Memory) -> bool:
     """Archived and superseded memories take part in no rule."""
-    return not mem.data.get("superseded_by") and "archived_at" not in mem.data
+    return not mem.facts.get("superseded_by") and "archived_at" not in mem.facts
 
 
 # ---------------------------------------------------------------- similarity
@@ -96,7 +97,7 @@ def tag_overlap(a: Iterable[str], b: Iterable[str]) -> float:
 
 def promotion_linked(a: Memory, b: Memory) -> bool:
     """Memories linked by promotion are never duplicates of each other."""
-    da, db = a.data, b.data
+    da, db = a.facts, b.facts
     return (da.get("promoted_to") == b.id or db.get("promoted_to") == a.id
             or da.get("promoted_from") == b.id or db.get("promoted_from") == a.id
             or (da.get("promoted_from") is not None and da.get("promoted_from") == db.get("promoted_from")))
@@ -107,7 +108,12 @@ def promotion_linked(a: Memory, b: Memory) -> bool:
 
 def newest_first_key(mem: Memory) -> tuple[str, str, str]:
     """created_at, then updated_at, then id: sorting by it descending puts the newest first."""
-    return (_sortable(mem.data.get("created_at")), _sortable(mem.data.get("updated_at")), mem.id)
+    facts = mem.facts
+    created, updated = facts.get("created_at"), facts.get("updated_at")
+    if type(created) is str and type(updated) is str and len(created) == len(updated) == 20 and (
+            created[10] == updated[10] == "T" and created[19] == updated[19] == "Z"):
+        return (created, updated, mem.id)  # both canonical (the common case), checked inline
+    return (_sortable(created), _sortable(updated), mem.id)
 
 
 def _sortable(value: Any) -> str:
@@ -201,11 +207,10 @@ def archived_record(data: dict[str, Any], *, reason: str, folder: str, run_id: s
 def needs_summary(mem: Memory, now: dt.datetime, cfg: Consolidation) -> bool:
     """Episodic, older than summarize_after_days, details longer than summarize_min_chars,
     not tagged `summarized`."""
+    if mem.type != "episodic" or mem.details_len() <= cfg.summarize_min_chars:
+        return False  # the cheap tests first: this runs for every memory of the store
     created = mem.ts("created_at")
-    details = mem.content.get("details")
-    return (mem.type == "episodic" and created is not None
-            and now - created > dt.timedelta(days=cfg.summarize_after_days)
-            and isinstance(details, str) and len(details) > cfg.summarize_min_chars
+    return (created is not None and now - created > dt.timedelta(days=cfg.summarize_after_days)
             and "summarized" not in mem.tags)
 
 
@@ -228,10 +233,12 @@ def summarized_record(data: dict[str, Any], summary: str, stamp: str) -> dict[st
 
 def promotion_target(mem: Memory, cfg: Consolidation) -> str | None:
     """'team' or 'global' when a procedural memory has earned promotion, else None."""
-    if mem.type != "procedural" or mem.data.get("promoted_to"):
+    if mem.type != "procedural" or mem.facts.get("promoted_to"):
         return None
-    count = int(mem.data.get("access_count") or 0)
-    scope = mem.data.get("scope") or _scope_from_path(mem)
+    count = int(mem.facts.get("access_count") or 0)
+    if count < min(cfg.promote_to_team, cfg.promote_to_global):
+        return None
+    scope = mem.facts.get("scope") or _scope_from_path(mem)
     if scope == "agent" and count >= cfg.promote_to_team:
         return "team"
     if scope == "team" and count >= cfg.promote_to_global:
@@ -262,7 +269,25 @@ def is_stale(mem: Memory, now: dt.datetime, cfg: Consolidation) -> bool:
     """Never used, or last used more than stale_after_days ago. A last_accessed in the future
     never makes a memory stale; a memory used but with no last_accessed falls back to
     updated_at, then created_at."""
-    if int(mem.data.get("access_count") or 0) == 0:
+    if int(mem.facts.get("access_count") or 0) == 0:
         return True
+    cutoff = _cutoff(now, cfg.stale_after_days)
+    value = mem.facts.get("last_accessed")
+    if cutoff is not None and isinstance(value, str) and _canonical(value):
+        return value < cutoff  # canonical UTC stamps compare as strings: no parsing
     last = mem.ts("last_accessed") or mem.ts("updated_at") or mem.ts("created_at")
     return last is not None and now - last > dt.timedelta(days=cfg.stale_after_days)
+
+
+def _canonical(value: Any) -> bool:
+    """`YYYY-MM-DDTHH:MM:SSZ`: sorts as a string in time order (a bad one fails validation)."""
+    return isinstance(value, str) and len(value) == 20 and value[10] == "T" and value[19] == "Z"
+
+
+@functools.lru_cache(maxsize=16)
+def _cutoff(now: dt.datetime, days: float) -> str | None:
+    """now - days as a canonical stamp, when that is exact (now in whole seconds)."""
+    from memcli.model import format_ts
+
+    moment = now - dt.timedelta(days=days)
+    return format_ts(moment) if moment.microsecond == 0 and moment.utcoffset() == dt.timedelta(0) else None

@@ -7,26 +7,36 @@ those, so a 100,000-memory store is not compared quadratically.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from rapidfuzz import process
 
 from memcli.rules import scorer_fn
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # Above this many texts in one block, candidates come from LSH: all-pairs scoring costs about
 # 7 us a pair on memory-sized texts, so 40 texts (780 pairs) is about the break-even point.
 ALL_PAIRS_MAX = 40
 
 
-def similar_pairs(texts: list[str], scorer: str, threshold: float, *,
+def similar_pairs(texts: Sequence[str], scorer: str, threshold: float, *,
                   focus: list[int] | None = None, floor: float | None = None,
-                  sigs: list[bytes] | None = None) -> dict[tuple[int, int], float]:
+                  sigs: list[bytes] | None = None,
+                  lengths: list[int] | None = None) -> dict[tuple[int, int], float]:
     """{(i, j): similarity} for i < j with similarity > threshold (or >= floor when given, for
-    the LLM's discovery band). With `focus`, only pairs involving those indices."""
+    the LLM's discovery band). With `focus`, only pairs involving those indices. With `sigs`
+    (and the texts' `lengths`), a text is looked at only when one of its candidate pairs
+    passes the signature filter: `texts` may make them on demand."""
     cutoff = (floor if floor is not None else threshold) * 100
     if len(texts) < 2:
         return {}
     if len(texts) <= ALL_PAIRS_MAX:
-        return _all_pairs(texts, scorer, cutoff, threshold if floor is None else None, focus)
-    return _candidate_pairs(texts, scorer, cutoff, threshold if floor is None else None, focus, sigs)
+        return _all_pairs(list(texts), scorer, cutoff, threshold if floor is None else None, focus)
+    return _candidate_pairs(texts, scorer, cutoff, threshold if floor is None else None, focus, sigs, lengths)
 
 
 def _keep(score: float, cutoff: float, strict: float | None) -> bool:
@@ -49,18 +59,24 @@ def _all_pairs(texts: list[str], scorer: str, cutoff: float, strict: float | Non
     return found
 
 
-def _candidate_pairs(texts: list[str], scorer: str, cutoff: float, strict: float | None,
-                     focus: list[int] | None, sigs: list[bytes] | None) -> dict[tuple[int, int], float]:
+def _candidate_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
+                     focus: list[int] | None, sigs: list[bytes] | None,
+                     lengths: list[int] | None) -> dict[tuple[int, int], float]:
+    import numpy as np  # numpy only for large blocks: `memcli add` and small stores never load it
+
     from memcli import candidates
 
-    sigs = sigs if sigs is not None else candidates.signatures(texts)
-    keys = [candidates.exact_key(t) for t in texts]
+    sigs = sigs if sigs is not None else candidates.signatures(list(texts))
+    # Equal texts have equal signatures, which share every band: LSH finds them without the
+    # exact-text keys, which would need every text.
     if focus is not None:
-        found_pairs = candidates.candidate_pairs_for(focus, sigs, keys)
+        near = np.array(sorted(candidates.candidate_pairs_for(focus, sigs, None)), dtype=np.int64)
+        near = near.reshape(-1, 2)
     else:
-        found_pairs = candidates.candidate_pairs(sigs, keys)
+        near = candidates.candidate_pair_array(sigs)
+    lengths = lengths if lengths is not None else [len(t) for t in texts]
     # The discovery band of the LLM wants the weaker pairs too: no agreement filter there.
-    pairs = _likely(found_pairs, sigs, texts) if strict is not None else sorted(found_pairs)
+    pairs = _likely(near, sigs, lengths) if strict is not None else [(i, j) for i, j in near.tolist()]
     fn = scorer_fn(scorer)
     found: dict[tuple[int, int], float] = {}
     for i, j in pairs:
@@ -78,18 +94,18 @@ MIN_AGREEMENT = 0.30
 SHORT_TEXT = 100
 
 
-def _likely(pairs: set[tuple[int, int]], sigs: list[bytes], texts: list[str]) -> list[tuple[int, int]]:
+def _likely(pairs: npt.NDArray[np.int64], sigs: list[bytes],
+            text_lengths: list[int]) -> list[tuple[int, int]]:
+    """The candidate pairs (sorted (m, 2) array) worth scoring."""
     import numpy as np
 
     from memcli.candidates import signature_matrix
 
-    if not pairs:
+    if not len(pairs):
         return []
-    ordered = sorted(pairs)
-    index = np.array(ordered, dtype=np.int64)
     matrix = signature_matrix(sigs)
-    agreement = (matrix[index[:, 0]] == matrix[index[:, 1]]).mean(axis=1)
-    lengths = np.array([len(t) for t in texts])
-    short = np.minimum(lengths[index[:, 0]], lengths[index[:, 1]]) < SHORT_TEXT
-    keep = (agreement >= MIN_AGREEMENT) | short
-    return [pair for pair, ok in zip(ordered, keep.tolist(), strict=True) if ok]
+    agreement = (matrix[pairs[:, 0]] == matrix[pairs[:, 1]]).mean(axis=1)
+    lengths = np.array(text_lengths)
+    short = np.minimum(lengths[pairs[:, 0]], lengths[pairs[:, 1]]) < SHORT_TEXT
+    kept = pairs[(agreement >= MIN_AGREEMENT) | short]
+    return list(zip(kept[:, 0].tolist(), kept[:, 1].tolist(), strict=True))

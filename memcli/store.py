@@ -10,10 +10,11 @@ from __future__ import annotations
 import errno
 import os
 import stat as statmod
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ class Folder:
     scope_id: str
     path: Path
 
-    @property
+    @cached_property
     def rel(self) -> str:
         return self.scope if self.scope in ("global", "archive") else f"{self.scope}/{self.scope_id}"
 
@@ -180,7 +181,8 @@ class Store:
     # ------------------------------------------------------------ reading
 
     def scan(self, folder: Folder, load: bool = True, entries: bool = True,
-             lastrun: index.Snapshot | None = None, compare: bool = True) -> FolderScan:
+             lastrun: index.Snapshot | None = None, compare: bool = True,
+             names: list[str] | None = None) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
         With load=False, files whose index entry matches size and mtime are not read; with
         entries=False (planning), no index entries are built, only the memories read, and the
@@ -193,14 +195,17 @@ class Store:
         found: list[dict[str, Any]] = []
         memories: dict[str, Memory] = {}
         archive = folder.scope == "archive"
-        base = str(folder.path)
-        for name in self.memory_names(folder):
+        names = self.memory_names(folder) if names is None else names
+        stats = self._stat_all(folder, names, problems) if not load else [None] * len(names)
+        for name, st in zip(names, stats, strict=True):
             cached = old.get(name)
-            if not load:  # plain strings here: this loop runs for every file of the store
-                st = self._stat(f"{base}/{name}", problems)
+            if not load:  # this loop runs for every file of the store, hence inline: an entry still
+                # describes its file with the same size and mtime and every field a run plans from
                 if st is None:
                     continue
-                if cached and _matches(cached, st):
+                if cached and cached.get("size") == st.st_size and cached.get("mtime_ns") == st.st_mtime_ns \
+                        and cached.get("content_hash") and "text_len" in cached and "details_len" in cached \
+                        and is_valid_id(cached.get("id")):
                     found.append(cached)
                     continue
             mem = self._read(folder.path / name, folder, problems)
@@ -263,7 +268,14 @@ class Store:
         except OSError:
             return [None] * len(names)
         try:
-            lstat, out = os.lstat, list[os.stat_result | None]()
+            lstat = os.lstat
+            try:  # the common case in one comprehension: every file still there, all regular
+                fast = [lstat(name, dir_fd=fd) for name in names]
+                if all([statmod.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES for st in fast]):
+                    return list(fast)
+            except FileNotFoundError:
+                pass
+            out = list[os.stat_result | None]()
             for name in names:
                 try:
                     st = lstat(name, dir_fd=fd)
@@ -276,14 +288,22 @@ class Store:
         finally:
             os.close(fd)
 
-    def duplicate_ids(self) -> dict[str, list[str]]:
+    def duplicate_ids(self, listings: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
         """Ids whose file is in two live folders, from file names alone (a memory's id must
-        match its file name): bad input, left out wherever they are."""
-        where: dict[str, list[str]] = defaultdict(list)
+        match its file name): bad input, left out wherever they are. `listings`, when given,
+        receives each folder's memory file names (a run then need not list them again)."""
+        listings = {} if listings is None else listings
+        stems: list[str] = []
         for folder in self.memory_folders():
-            for name in self.memory_names(folder):
-                where[name.rsplit(".", 1)[0]].append(f"{folder.rel}/{name}")
-        return {mem_id: paths for mem_id, paths in where.items() if len(paths) > 1}
+            listings[folder.rel] = names = self.memory_names(folder)
+            stems += [name.rsplit(".", 1)[0] for name in names]
+        twice = {stem for stem, count in Counter(stems).items() if count > 1}
+        where: dict[str, list[str]] = defaultdict(list)
+        for rel, names in listings.items() if twice else ():
+            for name in names:
+                if name.rsplit(".", 1)[0] in twice:
+                    where[name.rsplit(".", 1)[0]].append(f"{rel}/{name}")
+        return dict(where)
 
     def scan_all(self, load: bool = True, archive: bool = False) -> StoreScan:
         """Scan every live folder (and the archive); a duplicate id is bad input everywhere."""
@@ -305,6 +325,13 @@ class Store:
         if mem is None:
             raise BadRecordError(self.rel(path), [p.reason for p in problems])
         return mem
+
+    def planned(self, folder: Folder, entries: list[dict[str, Any]]) -> list[Memory]:
+        """Memories known from their index entries alone; each file is read when first needed."""
+        def load(mem: Memory) -> Memory | None:
+            return self.read_quietly(mem.path, folder)
+
+        return [Memory.planned(e, folder.path, str(e["file"]), load) for e in entries]
 
     def read_quietly(self, path: Path, folder: Folder) -> Memory | None:
         """A memory file, or None when it is gone or bad input (a full scan reports those)."""
@@ -517,11 +544,6 @@ def _trusted(snap: index.Snapshot, name: str, st: os.stat_result) -> bool:
 
 def _run_hashes(old: dict[Any, dict[str, Any]]) -> dict[str, Any]:
     return {str(e.get("id")): e.get("run_hash") for e in old.values()}
-
-
-def _matches(entry: dict[str, Any], st: os.stat_result) -> bool:
-    return entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns and bool(
-        entry.get("content_hash")) and is_valid_id(entry.get("id"))
 
 
 def _scope_mismatch(data: dict[str, Any], folder: Folder) -> list[str]:

@@ -175,3 +175,46 @@ def test_session_end_with_an_index_in_another_layout_rebuilds_it(store: Path) ->
     engine.consolidate(Store(store), trigger="session_end")
     assert_invariants(store)
     assert orjson.loads(path.read_bytes())["entries"] == full_index(store, "agent/coder")
+
+
+# ---------------------------------------------------------------- the similar-pairs cache
+
+
+PLANTED = ["Rotate the staging database credentials before the quarterly security audit",
+           "Page the secondary on call engineer when the primary does not answer quickly",
+           "Run the schema migration on a replica first and compare the row counts after"]
+
+
+def big_block(store: Path, n: int = 60) -> None:
+    """More memories in one block than are compared all-pairs, a few restating each other."""
+    for _ in range(n):
+        add(store, tags=["ops"])
+    for text in PLANTED:
+        add(store, summary=text, tags=["ops"], created_at=days_ago(40))
+        add(store, summary=text + " today", tags=["ops"], created_at=days_ago(30))
+
+
+def test_a_run_with_the_pair_cache_plans_what_a_run_without_it_plans(store: Path) -> None:
+    big_block(store)
+    engine.consolidate(Store(store))  # merges the restatements, leaves _pairs.json behind
+    assert (store / "agent" / "coder" / index.PAIRS_NAME).exists()
+    for text in PLANTED[:2]:
+        add(store, summary=text + " again", tags=["ops"], created_at=days_ago(8))
+    with_cache = engine.consolidate(Store(store), dry_run=True)
+    (store / "agent" / "coder" / index.PAIRS_NAME).unlink()
+    without = engine.consolidate(Store(store), dry_run=True)
+    assert with_cache.actions == without.actions and any(a["type"] == "merge" for a in with_cache.actions)
+
+
+@pytest.mark.parametrize("damage", [b"{nope", b'{"params": "other", "covered": [], "pairs": []}',
+                                    b'{"params": null}', b"[]"])
+def test_a_damaged_or_foreign_pair_cache_is_no_cache(store: Path, damage: bytes) -> None:
+    big_block(store)
+    engine.consolidate(Store(store))
+    path = store / "agent" / "coder" / index.PAIRS_NAME
+    params = orjson.loads(path.read_bytes())["params"]
+    assert index.load_pairs(path.parent, params) is not None
+    path.write_bytes(damage)
+    assert index.load_pairs(path.parent, params) is None
+    add(store, summary=PLANTED[0] + " again", tags=["ops"], created_at=days_ago(8))
+    assert [a["type"] for a in engine.consolidate(Store(store), dry_run=True).actions] == ["merge"]
