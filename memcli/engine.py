@@ -195,6 +195,11 @@ class Planner:
                 self._release()
                 self._progress("planning", position + 1, len(folders))
             self.plan.covered = [f.rel for f in folders]
+            if self.opts.trigger in ("manual", "weekly") and self.opts.folders is None:
+                # a whole-store run also covers a folder its promotions create: it saw (wrote)
+                # every memory there, which the next session_end need not look at again
+                self.plan.covered += sorted({rel for a in self.plan.actions if a.type == "promote"
+                                             for rel in a.folders} - set(self.plan.covered))
             self.plan.memory_count = self._count_live()
         self.plan.flagged_done = [p for p in self.flagged if all(i in self.seen for i in p)]
         self.plan.actions.sort(key=lambda action: _RULE_RANK.get(action.type, 0))
@@ -860,10 +865,9 @@ def _refresh(planning: Planning, actions: list[Action]) -> dict[str, Any]:
         for op in action.ops:
             rel, _, name = op.path.rpartition("/")
             names.setdefault(rel, set()).add(name)
-    covered = set(planning.plan.covered)
-    if any(rel not in planning.refresh for rel in covered):
-        return {}  # a covered folder without a snapshot: rebuild indices from the files
-    return {"refresh": {rel: sorted(found) for rel, found in names.items()}}
+    # A covered folder without a snapshot was read whole: its index is rebuilt from the files.
+    unknown = set(planning.plan.covered) - set(planning.refresh)
+    return {"refresh": {rel: sorted(found) for rel, found in names.items() if rel not in unknown}}
 
 
 def _save_pair_caches(store: Store, planning: Planning) -> None:

@@ -218,3 +218,14 @@ def test_a_damaged_or_foreign_pair_cache_is_no_cache(store: Path, damage: bytes)
     assert index.load_pairs(path.parent, params) is None
     add(store, summary=PLANTED[0] + " again", tags=["ops"], created_at=days_ago(8))
     assert [a["type"] for a in engine.consolidate(Store(store), dry_run=True).actions] == ["merge"]
+
+
+def test_a_full_run_covers_the_folder_its_promotions_create(store: Path) -> None:
+    add(store, type="procedural", subtype="review", tags=["review"], access_count=6,
+        summary="Always ask for two reviewers on schema changes")
+    engine.consolidate(Store(store))
+    team = store / "team" / "backend"
+    assert (team / index.LASTRUN_NAME).exists() and len(list(team.glob("mem_*"))) == 1
+    add(store, summary="a note written in this session", created_at=days_ago(8))
+    planning = engine.plan(Store(store), engine.RunOptions(trigger="session_end"), engine.now())
+    assert planning.plan.covered == ["agent/coder"]  # the promoted copy is not looked at again
