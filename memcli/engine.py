@@ -65,6 +65,7 @@ class RunOptions:
     judge: Any = None  # llm.LLMClient-like; grey-zone pairs (SPEC 9)
     masker: Any = None
     progress: Progress | None = None
+    warm_caches: bool = False  # a real run: leave caches that cover what it rewrites
 
 
 @dataclass
@@ -95,6 +96,7 @@ def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
         if plan_out is not None:
             write_plan_file(plan_out, planning.plan)
         return preview(planning)
+    opts.warm_caches = True
     with store.writing(wait) as recovered:
         planning = plan(store, opts, now())
         planning.plan.notes += notes + recovered
@@ -212,10 +214,37 @@ class Planner:
 
     def _release(self) -> None:
         self._sign_rewritten()
+        self._cover_rewritten()
         self.live.clear()
         self._all_loaded.clear()
         self._protection.clear()
         self._order = None
+
+    def _cover_rewritten(self) -> None:
+        """(A real full run.) The folder's large blocks as the run leaves them: memories it
+        rewrote have new content, compared now against their block, so that the pair cache the
+        run leaves behind covers them too and the next run compares nothing it need not. A
+        dry run skips this: it leaves no cache."""
+        if not self.opts.warm_caches or not self.pairs_found:
+            return
+        floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
+        blocks: dict[tuple[str, str, str], list[Live]] = {}
+        for item in self.live.values():
+            if rules.takes_part(item.mem):
+                blocks.setdefault((item.folder.rel, item.mem.type, item.mem.subtype), []).append(item)
+        for (rel, _, _), block in blocks.items():
+            found = self.pairs_found.get(rel)
+            if len(block) <= ALL_PAIRS_MAX or found is None or found[0] != self._pair_params(floor):
+                continue
+            hashes = [i.mem.content_hash for i in block]  # (pairs are by content: order plays no part)
+            focus = [n for n, h in enumerate(hashes) if h not in found[1].covered]
+            if not focus or len(set(hashes)) != len(hashes):
+                continue
+            texts = BlockTexts(block)
+            pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
+                                  floor=floor, sigs=self._sigs(block, texts), lengths=texts.lengths())
+            found[1].covered.update(hashes[n] for n in focus)
+            found[1].pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in pairs.items())
 
     def _sign_rewritten(self) -> None:
         """Memories this run rewrites get their new signatures now, in bulk, so that the cache
@@ -240,7 +269,7 @@ class Planner:
         scan = self.store.scan(folder, load=False, compare=False, names=names)
         self.problems += [p for p in scan.problems if p.code != "index_gone"]  # the run rewrites it
         mems = dict(scan.memories)
-        unread = [e for e in scan.entries if str(e["id"]) not in mems]
+        unread = [e for e in scan.entries if e["id"] not in mems]
         mems.update((m.id, m) for m in self.store.planned(folder, unread))
         for mem_id in [i for i in mems if i in twins]:
             self.problems.append(Problem(self.store.rel(mems.pop(mem_id).path),
@@ -490,7 +519,8 @@ class Planner:
         usable = cache is not None and len(position) == len(hashes)  # equal files: compare them all
         focus = [n for n, h in enumerate(hashes) if not usable or h not in cache.covered]  # type: ignore[union-attr]
         found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor, sigs=sigs,
-                              lengths=texts.lengths(), focus=None if len(focus) == len(block) else focus)
+                              lengths=texts.lengths(), focus=None if len(focus) == len(block) else focus) \
+            if focus else {}
         if usable and cache is not None:
             for (a, b), score in cache.pairs.items():
                 if a in position and b in position:

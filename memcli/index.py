@@ -193,7 +193,8 @@ def load_sigs(folder: Path) -> dict[str, bytes]:
     if width == 0:
         return {}
     whole = len(body) - len(body) % row  # an append cut short by a crash leaves a torn last row
-    return {bytes(body[i:i + 32]).hex(): bytes(body[i + 32:i + row]) for i in range(0, whole, row)}
+    text = body[:whole].hex()  # one hex conversion for all, then slices: a 10,000-row cache in ms
+    return {text[2 * i:2 * i + 64]: bytes(body[i + 32:i + row]) for i in range(0, whole, row)}
 
 
 def save_sigs(folder: Path, sigs: dict[str, bytes]) -> None:

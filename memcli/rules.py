@@ -7,7 +7,6 @@ into a plan. `now` is always passed in.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -284,10 +283,16 @@ def _canonical(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 20 and value[10] == "T" and value[19] == "Z"
 
 
-@functools.lru_cache(maxsize=16)
+_CUTOFF: list[tuple[dt.datetime, float, str | None]] = []  # the last one asked for: one run, one value
+
+
 def _cutoff(now: dt.datetime, days: float) -> str | None:
     """now - days as a canonical stamp, when that is exact (now in whole seconds)."""
+    if _CUTOFF and _CUTOFF[0][0] is now and _CUTOFF[0][1] == days:
+        return _CUTOFF[0][2]
     from memcli.model import format_ts
 
     moment = now - dt.timedelta(days=days)
-    return format_ts(moment) if moment.microsecond == 0 and moment.utcoffset() == dt.timedelta(0) else None
+    exact = moment.microsecond == 0 and moment.utcoffset() == dt.timedelta(0)
+    _CUTOFF[:] = [(now, days, format_ts(moment) if exact else None)]
+    return _CUTOFF[0][2]

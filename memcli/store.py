@@ -215,8 +215,9 @@ class Store:
                     found.append(index.entry_for(mem, cached, archive=archive))
         if not entries:
             return FolderScan(folder, [], memories, problems, saved, False, _run_hashes(old))
-        self._report_gone(folder, old, found, problems)
-        drift = not compare or not index.same_entries(saved, found)  # compare=False: rewritten anyway
+        if compare:  # compare=False: the index is rewritten (or not looked at) anyway
+            self._report_gone(folder, old, found, problems)
+        drift = not compare or not index.same_entries(saved, found)
         return FolderScan(folder, found, memories, problems, saved, drift, _run_hashes(old))
 
     def _read_all(self, folder: Folder, lastrun: index.Snapshot, problems: list[Problem]) -> FolderScan:

@@ -229,3 +229,18 @@ def test_a_full_run_covers_the_folder_its_promotions_create(store: Path) -> None
     add(store, summary="a note written in this session", created_at=days_ago(8))
     planning = engine.plan(Store(store), engine.RunOptions(trigger="session_end"), engine.now())
     assert planning.plan.covered == ["agent/coder"]  # the promoted copy is not looked at again
+
+
+def test_the_pair_cache_a_real_run_leaves_covers_what_it_rewrote(store: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    big_block(store)
+    first = engine.consolidate(Store(store))
+    assert any(a["type"] == "merge" for a in first.actions)  # keepers rewritten: new content
+    compared: list[Any] = []
+    real = engine.similar_pairs
+    monkeypatch.setattr(engine, "similar_pairs", lambda *a, **k: compared.append(k.get("focus")) or real(*a, **k))
+    again = engine.consolidate(Store(store), dry_run=True)
+    assert compared == [] and not [a for a in again.actions if a["type"] == "merge"]
+    monkeypatch.undo()
+    (store / "agent" / "coder" / index.PAIRS_NAME).unlink()
+    assert engine.consolidate(Store(store), dry_run=True).actions == again.actions
