@@ -122,26 +122,40 @@ def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
     split = _split_entries(raw)
     if split is None:
         return False
-    keys, parts = split
+    keys, starts, stops = split
     where = {key[1]: n for n, key in enumerate(keys)}
-    added: list[tuple[tuple[bytes, bytes], bytes]] = []
+    replaced: dict[int, bytes] = {}
+    added: dict[int, list[tuple[tuple[bytes, bytes], bytes]]] = {}
     for name in dict.fromkeys(files):
         n = where.get(name.encode())
-        new = update(name, orjson.loads(parts[n]) if n is not None else None)
+        new = update(name, orjson.loads(raw[starts[n]:stops[n]]) if n is not None else None)
         if n is not None:
-            parts[n] = orjson.dumps(new) if new is not None else b""
-        elif new is not None:
-            added.append(((str(new["id"]).encode(), name.encode()), orjson.dumps(new)))
-    for key, part in sorted(added):
-        at = bisect.bisect_left(keys, key)
-        keys.insert(at, key)
-        parts.insert(at, part)
-    _write_spliced(folder, scope, scope_id, moment, [part for part in parts if part])
+            replaced[n] = b""  # dropped, or put back in place just below when its key is the same
+            if new is not None and str(new["id"]).encode() == keys[n][0]:
+                replaced[n] = orjson.dumps(new)
+                continue
+        if new is not None:
+            key = (str(new["id"]).encode(), name.encode())
+            added.setdefault(bisect.bisect_left(keys, key), []).append((key, orjson.dumps(new)))
+    units: list[bytes] = []  # an unchanged run of entries is one slice, its commas included
+    done = 0
+    for at in sorted(set(replaced) | set(added)):
+        if at > done:
+            units.append(raw[starts[done]:stops[at - 1]])
+        units += [part for _, part in sorted(added.get(at, []))]
+        done = at
+        if at in replaced:
+            units += [replaced[at]] if replaced[at] else []
+            done = at + 1
+    if done < len(keys):
+        units.append(raw[starts[done]:stops[-1]])
+    count = len(keys) + sum(map(len, added.values())) - sum(1 for part in replaced.values() if not part)
+    _write_spliced(folder, scope, scope_id, moment, units, count)
     return True
 
 
-def _split_entries(raw: bytes) -> tuple[list[tuple[bytes, bytes]], list[bytes]] | None:
-    """The (id, file) keys and the bytes of each entry of an index in the layout `save` writes
+def _split_entries(raw: bytes) -> tuple[list[tuple[bytes, bytes]], list[int], list[int]] | None:
+    """The (id, file) key, start and end of each entry of an index in the layout `save` writes
     (compact, entries last, each starting with its id and file, sorted); None for any other."""
     at = raw.find(_ENTRIES_KEY)
     if at < 0 or not raw.endswith(b"]}\n"):
@@ -155,19 +169,21 @@ def _split_entries(raw: bytes) -> tuple[list[tuple[bytes, bytes]], list[bytes]] 
     if header.get("version") != INDEX_VERSION or header.get("entry_count") != len(heads) or (
             (heads[0][0] if heads else end) != first):
         return None
-    stops = [start - 1 for start, _, _ in heads[1:]] + ([end] if heads else [])
+    starts = [start for start, _, _ in heads]
+    stops = [start - 1 for start in starts[1:]] + ([end] if heads else [])
     if any(raw[stop] != 0x2C for stop in stops[:-1]):  # a comma between entries, nothing else
         return None
     keys = [(id_, file) for _, id_, file in heads]
     if keys != sorted(keys):
         return None
-    return keys, [raw[start:stop] for (start, _, _), stop in zip(heads, stops, strict=True)]
+    return keys, starts, stops
 
 
-def _write_spliced(folder: Path, scope: str, scope_id: str, moment: dt.datetime, parts: list[bytes]) -> None:
+def _write_spliced(folder: Path, scope: str, scope_id: str, moment: dt.datetime, units: list[bytes],
+                   count: int) -> None:
     header = orjson.dumps({"version": INDEX_VERSION, "scope": scope, "scope_id": scope_id,
-                           "entry_count": len(parts), "updated_at": format_ts(moment)})
-    fsops.write_replace(folder / INDEX_NAME, header[:-1] + _ENTRIES_KEY + b",".join(parts) + b"]}\n")
+                           "entry_count": count, "updated_at": format_ts(moment)})
+    fsops.write_replace(folder / INDEX_NAME, header[:-1] + _ENTRIES_KEY + b",".join(units) + b"]}\n")
 
 
 # ---------------------------------------------------------------- the MinHash cache
@@ -321,28 +337,40 @@ def save_lastrun(folder: Path, entries: list[dict[str, Any]]) -> None:
 
 
 def update_lastrun(folder: Path, snap: Snapshot, drop: set[str], fresh: list[dict[str, Any]]) -> None:
-    """The snapshot with the rows of `drop` replaced by `fresh` entries (session_end): built
-    from the old columns, without a dictionary a row."""
-    keep = [i for i, name in enumerate(snap.names) if name not in drop]
-    hashes, blocks = snap.hashes, snap.blocks
-    rows = [(snap.names[i], snap.sizes[i], snap.mtimes[i], hashes[32 * i:32 * i + 32],
-             blocks[snap.block_of[i]]) for i in keep]
-    for e in fresh:
-        bisect.insort(rows, (e["file"], int(e["size"]), int(e["mtime_ns"]), bytes.fromhex(e["content_hash"]),
-                             (str(e.get("type")), str(e.get("subtype") or ""))))
-    _write_lastrun(folder, rows)
+    """The snapshot with the rows of `drop` replaced by `fresh` entries (session_end): the old
+    columns edited in place (a few rows out, a few in), not rebuilt row by row."""
+    names, sizes, mtimes = list(snap.names), array("q", snap.sizes), array("q", snap.mtimes)
+    hashes, block_of, blocks = bytearray(snap.hashes), array("H", snap.block_of), list(snap.blocks)
+    for row in sorted((r for r in map(snap.row, drop) if r is not None), reverse=True):
+        del names[row], sizes[row], mtimes[row], block_of[row], hashes[32 * row:32 * row + 32]
+    for e in sorted(fresh, key=lambda e: e["file"]):
+        row = bisect.bisect_left(names, e["file"])
+        block = (str(e.get("type")), str(e.get("subtype") or ""))
+        if block not in blocks:
+            blocks.append(block)
+        names.insert(row, e["file"])
+        sizes.insert(row, int(e["size"]))
+        mtimes.insert(row, int(e["mtime_ns"]))
+        block_of.insert(row, blocks.index(block))
+        hashes[32 * row:32 * row] = bytes.fromhex(e["content_hash"])
+    _write_columns(folder, names, sizes, mtimes, bytes(hashes), block_of, blocks)
 
 
 def _write_lastrun(folder: Path, rows: list[tuple[str, int, int, bytes, tuple[str, str]]]) -> None:
     """Rows sorted by file name: (file, size, mtime_ns, content hash bytes, (type, subtype))."""
     blocks: dict[tuple[str, str], int] = {}
     block_of = array("H", [blocks.setdefault(row[4], len(blocks)) for row in rows])
-    names = "\n".join(row[0] for row in rows).encode()
-    header = orjson.dumps({"count": len(rows), "names_bytes": len(names), "blocks": list(blocks)})
-    body = b"".join([
-        _LASTRUN_MAGIC, len(header).to_bytes(4, "little"), header, names,
-        array("q", [row[1] for row in rows]).tobytes(), array("q", [row[2] for row in rows]).tobytes(),
-        b"".join(row[3] for row in rows), block_of.tobytes()])
+    sizes, mtimes = array("q", [row[1] for row in rows]), array("q", [row[2] for row in rows])
+    _write_columns(folder, [row[0] for row in rows], sizes, mtimes, b"".join(row[3] for row in rows),
+                   block_of, list(blocks))
+
+
+def _write_columns(folder: Path, names: list[str], sizes: array[int], mtimes: array[int], hashes: bytes,
+                   block_of: array[int], blocks: list[tuple[str, str]]) -> None:
+    joined = "\n".join(names).encode()
+    header = orjson.dumps({"count": len(names), "names_bytes": len(joined), "blocks": blocks})
+    body = b"".join([_LASTRUN_MAGIC, len(header).to_bytes(4, "little"), header, joined, sizes.tobytes(),
+                     mtimes.tobytes(), hashes, block_of.tobytes()])
     fsops.write_replace(folder / LASTRUN_NAME, body)
 
 

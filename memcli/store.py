@@ -530,11 +530,12 @@ def _differ_in_place(names: list[str], stats: list[os.stat_result | None], snap:
 def _differ_with_new(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
     """Files were added (a session wrote memories): the new ones differ, the others are
     compared as in `_differ_in_place` when they are exactly the snapshot's files."""
-    known = [n for n in names if snap.row(n) is not None]
+    before = set(snap.names)
+    known = [n for n in names if n in before]
     if known != snap.names:
         return [n for n, st in zip(names, stats, strict=True) if st is None or not _trusted(snap, n, st)]
-    added = [n for n in names if snap.row(n) is None]
-    known_stats = [st for n, st in zip(names, stats, strict=True) if snap.row(n) is not None]
+    added = [n for n in names if n not in before]
+    known_stats = [st for n, st in zip(names, stats, strict=True) if n in before]
     return sorted(added + _differ_in_place(known, known_stats, snap))
 
 
