@@ -242,9 +242,9 @@ class Store:
         else:
             differ = [n for n, st in zip(names, stats, strict=True)
                       if st is None or not _trusted(snap, n, st)]
-        gone = {n for n, st in zip(names, stats, strict=True) if st is None}
         if not differ:
             return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(names))
+        gone = {n for n, st in zip(names, stats, strict=True) if st is None}
         present = set(names) - gone - set(differ)
         found = [snap.entry(i) for i, n in enumerate(snap.names) if n in present]
         memories: dict[str, Memory] = {}
