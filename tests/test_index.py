@@ -244,3 +244,18 @@ def test_the_pair_cache_a_real_run_leaves_covers_what_it_rewrote(store: Path,
     monkeypatch.undo()
     (store / "agent" / "coder" / index.PAIRS_NAME).unlink()
     assert engine.consolidate(Store(store), dry_run=True).actions == again.actions
+
+
+def test_the_file_list_by_difference_with_the_snapshot_is_memory_names(store: Path) -> None:
+    kept = [add(store) for _ in range(3)]
+    engine.consolidate(Store(store))
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    snap = index.load_lastrun(folder.path)
+    assert snap is not None and s._names_since(folder, snap) == s.memory_names(folder) == snap.names
+    (folder.path / "notes.txt").write_text("not a memory")
+    (folder.path / ".hidden.json").write_text("{}")
+    add(store)
+    assert s._names_since(folder, snap) == s.memory_names(folder) != snap.names
+    (folder.path / f"{kept[0]['id']}.json").unlink()  # a file gone: the plain listing is used
+    assert s._names_since(folder, snap) == s.memory_names(folder)
