@@ -49,6 +49,7 @@ MAX_APPLY_MS = 5.0
 MAX_MRPC_FALSE_MERGE = 0.04
 MIN_MRPC_RECALL = 0.30
 SESSION_FOLDER = "agent/agent0"  # the one-agent session writes here
+ROUNDS = 3  # the floor, the warm dry run and the session-end passes: median of this many runs
 PHASE_ORDER = ("floor", "dry_cold", "reindex", "dry_indexed", "real", "dry_warm", "session_end",
                "session_spread")
 JsonDict = dict[str, Any]
@@ -222,6 +223,23 @@ def run_phase(phase: str, store: Path) -> JsonDict:
     return result
 
 
+def run_rounds(phase: str, store: Path, before: Callable[[int], Any] | None = None) -> JsonDict:
+    """A cheap phase run ROUNDS times (each after `before(round)`), reported by its median run:
+    on a shared machine one timing can be off by a fifth. Every round's time is kept, the
+    merges of all rounds, and the highest peak."""
+    results = []
+    for k in range(ROUNDS):
+        if before is not None:
+            before(k)
+        results.append(run_phase(phase, store))
+    median = dict(sorted(results, key=lambda r: r["seconds"])[len(results) // 2])
+    median.update(rounds=[r["seconds"] for r in results],
+                  process_s=sorted(r["process_s"] for r in results)[len(results) // 2],
+                  merges=[m for r in results for m in r.get("merges", [])],
+                  peak_mb=max(r["peak_mb"] for r in results))
+    return median
+
+
 def file_set(store: Path) -> set[str]:
     """Every file path under the store, relative: to notice what a dry run wrote."""
     return {str(Path(top, name).relative_to(store)) for top, _, names in os.walk(store) for name in names}
@@ -244,19 +262,20 @@ def bench_size(n: int, base: Path, keep: bool) -> JsonDict:
     started = time.perf_counter()
     planted = generate.generate(store, n)
     result: JsonDict = {"n": n, "generate_s": time.perf_counter() - started, "planted": len(planted)}
-    phases: JsonDict = {"floor": run_phase("floor", store)}
+    phases: JsonDict = {"floor": run_rounds("floor", store)}
     before = file_set(store)
     phases["dry_cold"] = run_phase("dry_cold", store)
     result["dry_run_wrote"] = sorted(file_set(store) - before)
     for phase in ("reindex", "dry_indexed"):
         phases[phase] = run_phase(phase, store)
     copy_store(store, real)
-    for phase in ("real", "dry_warm"):
-        phases[phase] = run_phase(phase, real)
-    sessions = {"session_end": generate.add_session(real, SESSION_NEW, folder=SESSION_FOLDER)[1]}
-    phases["session_end"] = run_phase("session_end", real)
-    sessions["session_spread"] = generate.add_session(real, SESSION_NEW, seed=29)[1]
-    phases["session_spread"] = run_phase("session_spread", real)
+    phases["real"] = run_phase("real", real)
+    phases["dry_warm"] = run_rounds("dry_warm", real)
+    sessions: dict[str, list[tuple[str, str]]] = {"session_end": [], "session_spread": []}
+    phases["session_end"] = run_rounds("session_end", real, lambda k: sessions["session_end"].extend(
+        generate.add_session(real, SESSION_NEW, folder=SESSION_FOLDER, seed=23 + k)[1]))
+    phases["session_spread"] = run_rounds("session_spread", real, lambda k: sessions["session_spread"].extend(
+        generate.add_session(real, SESSION_NEW, seed=29 + k)[1]))
     result["phases"] = phases
     result["recall"] = recall_figures(store, planted, phases["dry_cold"]["merges"])
     result["session"] = {name: pair_figures(real, pairs, phases[name]["merges"])
@@ -396,7 +415,16 @@ def x_floor(res: JsonDict, phase: str) -> float:
 
 
 def timed_x(phase: str) -> Callable[[JsonDict], str]:
-    return lambda r: f"{fmt_s(r['phases'][phase]['seconds'])} ({x_floor(r, phase):.1f}x)"
+    return lambda r: f"{fmt_rounds(r, phase)} ({x_floor(r, phase):.1f}x)"
+
+
+def fmt_rounds(res: JsonDict, phase: str) -> str:
+    """A phase's time; for a repeated phase, the median and the range of its rounds."""
+    found = res["phases"][phase]
+    rounds = found.get("rounds")
+    if not rounds:
+        return fmt_s(found["seconds"])
+    return f"{fmt_s(found['seconds'])} [{fmt_s(min(rounds))}-{fmt_s(max(rounds))}]"
 
 
 def apply_ms(res: JsonDict) -> float | None:
@@ -447,7 +475,7 @@ def phase_field(phase: str, key: str) -> Callable[[JsonDict], str]:
 ROWS: list[tuple[str, Callable[[JsonDict], str]]] = [
     ("memories", lambda r: f"{r['n']:,}"),
     ("planted near-duplicate pairs", lambda r: str(r["planted"])),
-    ("floor: read + parse every file, s", lambda r: fmt_s(r["phases"]["floor"]["seconds"])),
+    (f"floor: read + parse every file, s (median [range] of {ROUNDS})", lambda r: fmt_rounds(r, "floor")),
     ("dry-run cold (no indices, no signature cache), s (x floor)", timed_x("dry_cold")),
     ("reindex, s", lambda r: fmt_s(r["phases"]["reindex"]["seconds"])),
     ("dry-run with indices, no signature cache, s (x floor)", timed_x("dry_indexed")),
@@ -458,14 +486,14 @@ ROWS: list[tuple[str, Callable[[JsonDict], str]]] = [
     ("real pass: apply ms per changed memory",
      lambda r: "n/a" if apply_ms(r) is None else f"{apply_ms(r):.2f}"),
     ("real pass: fsyncs (time in fsync)", fmt_fsyncs),
-    ("dry-run warm (after the real pass), s (x floor)", timed_x("dry_warm")),
+    (f"dry-run warm (after the real pass), s (median [range] of {ROUNDS}) (x floor)", timed_x("dry_warm")),
     ("dry-run warm: actions planned", lambda r: writing_actions(r, "dry_warm")),
-    (f"session-end pass, {SESSION_NEW} new in {SESSION_FOLDER}, s",
-     lambda r: fmt_s(r["phases"]["session_end"]["seconds"])),
+    (f"session-end pass, {SESSION_NEW} new in {SESSION_FOLDER}, s (median [range] of {ROUNDS})",
+     lambda r: fmt_rounds(r, "session_end")),
     ("  whole process incl. start-up, s", lambda r: fmt_s(r["phases"]["session_end"]["process_s"])),
     ("  planted duplicates merged", fmt_session("session_end")),
-    (f"session-end pass, {SESSION_NEW} new spread over all folders, s",
-     lambda r: fmt_s(r["phases"]["session_spread"]["seconds"])),
+    (f"session-end pass, {SESSION_NEW} new spread over all folders, s (median [range] of {ROUNDS})",
+     lambda r: fmt_rounds(r, "session_spread")),
     ("  whole process incl. start-up, s", lambda r: fmt_s(r["phases"]["session_spread"]["process_s"])),
     ("  planted duplicates merged", fmt_session("session_spread")),
     ("peak MB, max over phases", lambda r: "{:.0f} ({})".format(*peak(r))),
