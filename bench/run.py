@@ -177,6 +177,8 @@ def preload(phase: str) -> None:
     import memcli.model  # noqa: F401
 
     if phase != "floor":
+        import filelock  # noqa: F401  (the store lock, imported by the first writing command)
+
         import memcli.candidates  # noqa: F401
         import memcli.engine  # noqa: F401
         import memcli.guards  # noqa: F401

@@ -107,6 +107,7 @@ def same_entries(index: dict[str, Any] | None, entries: list[dict[str, Any]]) ->
 # layout (written by hand, by another tool) is not touched here and the caller rebuilds it.
 
 _ENTRY_HEAD = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)"')  # how `entry_for` starts an entry
+_ENTRY_START = re.compile(rb'\{"id":"')  # a literal: found at memchr speed
 _ENTRIES_KEY = b',"entries":['
 
 
@@ -122,21 +123,21 @@ def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
     split = _split_entries(raw)
     if split is None:
         return False
-    keys, starts, stops = split
-    where = {key[1]: n for n, key in enumerate(keys)}
+    entries = _Entries(raw, *split)
     replaced: dict[int, bytes] = {}
     added: dict[int, list[tuple[tuple[bytes, bytes], bytes]]] = {}
     for name in dict.fromkeys(files):
-        n = where.get(name.encode())
-        new = update(name, orjson.loads(raw[starts[n]:stops[n]]) if n is not None else None)
+        n = entries.find(name)
+        new = update(name, orjson.loads(entries.text(n)) if n is not None else None)
         if n is not None:
             replaced[n] = b""  # dropped, or put back in place just below when its key is the same
-            if new is not None and str(new["id"]).encode() == keys[n][0]:
+            if new is not None and str(new["id"]).encode() == entries.key(n)[0]:
                 replaced[n] = orjson.dumps(new)
                 continue
         if new is not None:
             key = (str(new["id"]).encode(), name.encode())
-            added.setdefault(bisect.bisect_left(keys, key), []).append((key, orjson.dumps(new)))
+            added.setdefault(entries.place(key), []).append((key, orjson.dumps(new)))
+    starts, stops = entries.starts, entries.stops
     units: list[bytes] = []  # an unchanged run of entries is one slice, its commas included
     done = 0
     for at in sorted(set(replaced) | set(added)):
@@ -147,16 +148,58 @@ def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
         if at in replaced:
             units += [replaced[at]] if replaced[at] else []
             done = at + 1
-    if done < len(keys):
+    if done < len(starts):
         units.append(raw[starts[done]:stops[-1]])
-    count = len(keys) + sum(map(len, added.values())) - sum(1 for part in replaced.values() if not part)
+    count = len(starts) + sum(map(len, added.values())) - sum(1 for part in replaced.values() if not part)
     _write_spliced(folder, scope, scope_id, moment, units, count)
     return True
 
 
-def _split_entries(raw: bytes) -> tuple[list[tuple[bytes, bytes]], list[int], list[int]] | None:
-    """The (id, file) key, start and end of each entry of an index in the layout `save` writes
-    (compact, entries last, each starting with its id and file, sorted); None for any other."""
+class _Entries:
+    """The entries of an index's bytes, by position; each one's (id, file) key is read only
+    when a binary search or a lookup needs it (entries are sorted by that key)."""
+
+    def __init__(self, raw: bytes, starts: list[int], stops: list[int]) -> None:
+        self.raw, self.starts, self.stops = raw, starts, stops
+
+    def key(self, n: int) -> tuple[bytes, bytes]:
+        match = _ENTRY_HEAD.match(self.raw, self.starts[n])
+        if match is None:
+            raise ValueError("index entry without an id and a file")
+        return match.group(1), match.group(2)
+
+    def text(self, n: int) -> bytes:
+        return self.raw[self.starts[n]:self.stops[n]]
+
+    def place(self, key: tuple[bytes, bytes]) -> int:
+        """Where an entry with this key goes (the first entry whose key is not smaller)."""
+        low, high = 0, len(self.starts)
+        while low < high:
+            mid = (low + high) // 2
+            if self.key(mid) < key:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def find(self, name: str) -> int | None:
+        """The entry of file `name`: found from its id (the name up to `.` or, in archive/, `@`),
+        then among the entries of that id."""
+        file = name.encode()
+        mem_id = file.split(b"@")[0].rsplit(b".", 1)[0]
+        n = self.place((mem_id, b""))
+        while n < len(self.starts) and self.key(n)[0] == mem_id:
+            if self.key(n)[1] == file:
+                return n
+            n += 1
+        return None
+
+
+def _split_entries(raw: bytes) -> tuple[list[int], list[int]] | None:
+    """Where each entry of an index in the layout `save` writes starts and ends (compact,
+    entries last, each starting with its id and file); None for any other layout. The entries
+    are taken to be sorted, as `save` and `splice` leave them: an index edited by hand into
+    another order is only as wrong after a splice as before it (doctor reports it)."""
     at = raw.find(_ENTRIES_KEY)
     if at < 0 or not raw.endswith(b"]}\n"):
         return None
@@ -165,18 +208,14 @@ def _split_entries(raw: bytes) -> tuple[list[tuple[bytes, bytes]], list[int], li
     except ValueError:
         return None
     first, end = at + len(_ENTRIES_KEY), len(raw) - 3
-    heads = [(m.start(), m.group(1), m.group(2)) for m in _ENTRY_HEAD.finditer(raw, first, end)]
-    if header.get("version") != INDEX_VERSION or header.get("entry_count") != len(heads) or (
-            (heads[0][0] if heads else end) != first):
+    starts = [m.start() for m in _ENTRY_START.finditer(raw, first, end)]
+    if header.get("version") != INDEX_VERSION or header.get("entry_count") != len(starts) or (
+            (starts[0] if starts else end) != first):
         return None
-    starts = [start for start, _, _ in heads]
-    stops = [start - 1 for start in starts[1:]] + ([end] if heads else [])
+    stops = [start - 1 for start in starts[1:]] + ([end] if starts else [])
     if any(raw[stop] != 0x2C for stop in stops[:-1]):  # a comma between entries, nothing else
         return None
-    keys = [(id_, file) for _, id_, file in heads]
-    if keys != sorted(keys):
-        return None
-    return keys, starts, stops
+    return starts, stops
 
 
 def _write_spliced(folder: Path, scope: str, scope_id: str, moment: dt.datetime, units: list[bytes],
