@@ -172,7 +172,7 @@ class Planner:
         self.pair_caches: dict[str, Any] = {}  # folder -> index.PairCache loaded (or None)
         self.pairs_found: dict[str, tuple[str, Any]] = {}  # folder -> (params, index.PairCache) found
         self._protection: dict[str, str | None] = {}
-        self._order: list[Live] | None = None  # live memories by (folder, id), once merged
+        self._lists: dict[str, list[Live]] = {}  # rule -> who it may pick, once merged (_shortlist)
         self.seen: set[str] = set()  # every id loaded by this run
         self._loaded = 0
 
@@ -208,6 +208,7 @@ class Planner:
 
     def _apply_rules(self) -> None:
         self.merge_duplicates()
+        self._shortlist()
         self.summarize_verbose()
         self.promote_patterns()
         self.archive_stale()
@@ -218,7 +219,7 @@ class Planner:
         self.live.clear()
         self._all_loaded.clear()
         self._protection.clear()
-        self._order = None
+        self._lists = {}
 
     def _cover_rewritten(self) -> None:
         """(A real full run.) The folder's large blocks as the run leaves them: memories it
@@ -729,7 +730,8 @@ class Planner:
     # ------------------------------------------------------------ 3.2 summarise
 
     def summarize_verbose(self) -> None:
-        for item in self._candidates(lambda mem: rules.needs_summary(mem, self.now, self.cfg)):
+        for item in self._candidates("summarize",
+                                     lambda mem: rules.needs_summary(mem, self.now, self.cfg)):
             details = str(item.mem.content["details"])
             text, method = self._summarize(details)
             data = rules.summarized_record(item.mem.data, text, self.stamp)
@@ -744,19 +746,38 @@ class Planner:
             return self.opts.summarizer(details, limit)
         return extractive_summary(details, limit), "extractive"
 
-    def _candidates(self, wanted: Callable[[Memory], bool]) -> list[Live]:
-        """Unprotected memories in scope that `wanted` picks, in a stable order (folder, id).
-        The rule's own test comes first: it is cheaper than the protection test."""
-        if self._order is None:
-            self._order = sorted(self.live.values(), key=lambda i: (i.folder.rel, i.mem.id))
+    def _shortlist(self) -> None:
+        """After the merges, one pass over the memories for rules 3.2-3.4: who each rule may
+        pick, by its own test (a rule only ever shrinks a later rule's list: a summary makes a
+        memory no staler, and promotion only ever looks at procedural memories, summaries at
+        episodic ones). Each rule tests its list again when its turn comes."""
+        order = sorted(self.live.values(), key=lambda i: (i.folder.rel, i.mem.id))
+        summarize: list[Live] = []
+        promote: list[Live] = []
+        archive: list[Live] = []
+        self._lists = {"summarize": summarize, "promote": promote, "archive": archive}
+        for item in order:
+            mem = item.mem
+            if mem.type == "episodic" and rules.needs_summary(mem, self.now, self.cfg):
+                summarize.append(item)
+            elif mem.type == "procedural" and rules.promotion_target(mem, self.cfg) is not None:
+                promote.append(item)
+            if rules.is_stale(mem, self.now, self.cfg):
+                archive.append(item)
+
+    def _candidates(self, rule: str, wanted: Callable[[Memory], bool]) -> list[Live]:
+        """Unprotected memories in scope that `wanted` picks, in a stable order (folder, id),
+        from the rule's shortlist. The rule's own test comes first: it is cheaper than the
+        protection test."""
         live = self.live
-        return [i for i in self._order
+        return [i for i in self._lists[rule]
                 if i.mem.id in live and wanted(i.mem) and self.eligible(i) and not self.protected(i)]
 
     # ------------------------------------------------------------ 3.3 promote
 
     def promote_patterns(self) -> None:
-        for item in self._candidates(lambda mem: rules.promotion_target(mem, self.cfg) is not None):
+        for item in self._candidates("promote",
+                                     lambda mem: rules.promotion_target(mem, self.cfg) is not None):
             self._promote(item, str(rules.promotion_target(item.mem, self.cfg)))
 
     def _promote(self, item: Live, target: str) -> None:
@@ -792,7 +813,7 @@ class Planner:
     # ------------------------------------------------------------ 3.4 archive stale
 
     def archive_stale(self) -> None:
-        for item in self._candidates(lambda mem: rules.is_stale(mem, self.now, self.cfg)):
+        for item in self._candidates("archive", lambda mem: rules.is_stale(mem, self.now, self.cfg)):
             ops = self.archive_ops(item, self._archived(item, "stale"))
             self.add(Action("archive", {"type": "archive", "memory_id": item.mem.id, "reason": "stale"},
                             _stale_why(item.mem),
