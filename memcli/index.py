@@ -32,9 +32,6 @@ _ARCHIVE_FIELDS = {"archived_at": "archived_at", "reason": "archive_reason",
                    "run_id": "archive_run_id", "from": "archived_from"}
 # Fields tied to a content hash: kept only while the content hash is unchanged.
 _HASH_BOUND = ("sig", "norm_key")
-# Cached facts about the content, so that a run can plan a memory from its entry alone:
-# the length of content.details (rule 3.2) and of the normalised text (candidate scoring).
-PLANNING_FIELDS = ("details_len", "text_len")  # (Store.scan checks them by name, for speed)
 
 
 def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = False) -> dict[str, Any]:
@@ -48,6 +45,9 @@ def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = Fa
     summary = mem.content.get("summary")
     entry["summary"] = summary[:80] if isinstance(summary, str) else ""  # what `list` shows
     entry.update(size=mem.size, mtime_ns=mem.mtime_ns, content_hash=mem.content_hash)
+    # Cached facts about the content, so that a run can plan a memory from its entry alone:
+    # the length of content.details (rule 3.2) and of the normalised text (candidate scoring).
+    # Store.scan trusts an entry only when it has both.
     entry.update(details_len=mem.details_len(), text_len=len(_content_text(mem.content)))
     if "archived_at" in mem.data and not archive:
         entry["archived_at"] = mem.data["archived_at"]  # a live record marked archived takes part in no rule

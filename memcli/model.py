@@ -165,10 +165,6 @@ class Memory:
         return self._data
 
     @property
-    def loaded(self) -> bool:
-        return self._data is not None
-
-    @property
     def subtype(self) -> str:
         return str(self.facts.get("subtype") or "")
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.pool import ThreadPool
 from pathlib import Path
 from typing import Any
@@ -300,6 +300,18 @@ def test_a_consolidate_after_a_crash_recovers_first_then_runs(pristine: Path, wo
     assert doctor.diagnose(Store(root)).ok
 
 
+def every_point(label: str, k: int, one_point: Callable[[int], tuple[int, list[str]]],
+                zygotes: ZygotePool) -> None:
+    """Crash points 1..k (and k + 1, a complete run) on THREADS workers; all must recover."""
+    try:
+        with ThreadPool(THREADS) as pool:
+            failed = {n: f for n, f in pool.map(one_point, range(1, k + 2)) if f}
+    finally:
+        zygotes.close()
+    print(f"\n{label} crash points: {k - len(failed)} of {k} recovered")
+    assert not failed, f"{k - len(failed)} of {k} {label} crash points recovered; failures: {failed}"
+
+
 def test_every_crash_point_of_an_undo_recovers(pristine: Path, work: Path) -> None:
     """The undo is a journaled run too: crashed at any change and recovered, the live files
     are all as the consolidation left them or all as they were before it."""
@@ -328,13 +340,7 @@ def test_every_crash_point_of_an_undo_recovers(pristine: Path, work: Path) -> No
         failures += [f"doctor: {p.code} {p.path}" for p in doctor.diagnose(Store(root)).problems]
         return n, failures
 
-    try:
-        with ThreadPool(THREADS) as pool:
-            failed = {n: f for n, f in pool.map(one_point, range(1, k + 2)) if f}
-    finally:
-        zygotes.close()
-    print(f"\nundo crash points: {k - len(failed)} of {k} recovered")
-    assert not failed, f"{k - len(failed)} of {k} undo crash points recovered; failures: {failed}"
+    every_point("undo", k, one_point, zygotes)
 
 
 def test_a_recovery_that_itself_crashes_is_recovered(pristine: Path, work: Path) -> None:
@@ -467,10 +473,4 @@ def test_every_crash_point_of_a_session_end_run_recovers(pristine: Path, work: P
         failures = recover(root, via_cli=False)
         return n, failures + check_recovered(root, pre, post)
 
-    try:
-        with ThreadPool(THREADS) as pool:
-            failed = {n: f for n, f in pool.map(one_point, range(1, k + 2)) if f}
-    finally:
-        zygotes.close()
-    print(f"\nsession_end crash points: {k - len(failed)} of {k} recovered")
-    assert not failed, f"{k - len(failed)} of {k} session_end crash points recovered; failures: {failed}"
+    every_point("session_end", k, one_point, zygotes)

@@ -259,3 +259,33 @@ def test_the_file_list_by_difference_with_the_snapshot_is_memory_names(store: Pa
     assert s._names_since(folder, snap) == s.memory_names(folder) != snap.names
     (folder.path / f"{kept[0]['id']}.json").unlink()  # a file gone: the plain listing is used
     assert s._names_since(folder, snap) == s.memory_names(folder)
+
+
+def test_a_memory_planned_from_its_entry_whose_file_goes_bad_is_skipped(store: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planned from its index entry, the file is read only when the archive needs it; broken
+    by then, the action carries a hash no file has, so applying it skips it and the file is
+    left as it is, while the rest of the run goes on."""
+    stale = add(store, summary="never used", access_count=0, tags=["old"])
+    other = add(store, summary="never used either", access_count=0, tags=["older"])
+    from memcli.memories import reindex
+
+    reindex(Store(store))
+    path = store / "agent" / "coder" / f"{stale['id']}.json"
+    real_read = Store.read_quietly
+
+    def read(self: Store, file: Path, folder: Any) -> Any:
+        if file.name == path.name:
+            path.write_text("{broken")  # gone bad between the scan and the read
+            return None
+        return real_read(self, file, folder)
+
+    monkeypatch.setattr(Store, "read_quietly", read)
+    planning = engine.plan(Store(store), engine.RunOptions(), engine.now())
+    monkeypatch.undo()
+    assert {a.log["memory_id"] for a in planning.plan.actions} == {stale["id"], other["id"]}
+    out = engine.apply(Store(store), planning)
+    assert {(a["type"], a["memory_id"]) for a in out.actions} == {
+        ("skip", stale["id"]), ("archive", other["id"])}
+    assert path.read_text() == "{broken"
+    assert not (store / "archive" / path.name).exists()
