@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from memcli import journal, opsfiles, review, rules
 from memcli.config import Consolidation
+from memcli.index import SigCache, load_sigs
 from memcli.model import (
     Action,
     FileOp,
@@ -74,8 +75,7 @@ class Planning:
 
     plan: Plan
     problems: list[Problem] = field(default_factory=list)
-    sigs: dict[str, dict[str, bytes]] = field(default_factory=dict)  # folder -> content hash -> sig
-    sigs_loaded: dict[str, set[str]] = field(default_factory=dict)  # folder -> hashes its cache had
+    sigs: dict[str, SigCache] = field(default_factory=dict)  # folder -> content hash -> sig
     refresh: dict[str, list[str]] | None = None  # session_end: folder -> files read or gone
     pairs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # folder -> (params, PairCache)
 
@@ -125,7 +125,7 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     with _gc_paused():
         planner.run()
     planner.apply_limit()
-    return Planning(planner.plan, planner.problems, planner.sigs, planner.sigs_loaded, planner.refresh,
+    return Planning(planner.plan, planner.problems, planner.sigs, planner.refresh,
                     planner.pairs_found)
 
 
@@ -166,8 +166,7 @@ class Planner:
         self.taken_names: set[str] = set()
         self._all_loaded: list[Live] = []
         self.grey: list[tuple[Live, Live, float, str | None]] = []  # (older, newer, score, guard)
-        self.sigs: dict[str, dict[str, bytes]] = {}  # per folder: cached and new signatures
-        self.sigs_loaded: dict[str, set[str]] = {}
+        self.sigs: dict[str, SigCache] = {}  # per folder: cached and new signatures
         self.refresh: dict[str, list[str]] = {}  # session_end: folder -> files read or gone
         self.pair_caches: dict[str, Any] = {}  # folder -> index.PairCache loaded (or None)
         self.pairs_found: dict[str, tuple[str, Any]] = {}  # folder -> (params, index.PairCache) found
@@ -250,12 +249,13 @@ class Planner:
     def _sign_rewritten(self) -> None:
         """Memories this run rewrites get their new signatures now, in bulk, so that the cache
         the run leaves behind covers them and the next pass computes none."""
+        if not self.opts.warm_caches:
+            return  # a dry run leaves no cache
         from memcli import candidates
 
         folders = {i.folder.rel: i.folder for i in self.live.values()}
         caches = {rel: self._folder_sigs(folder) for rel, folder in folders.items()}
-        fresh = [i for i in self.live.values()
-                 if i.sig is None or i.mem.content_hash not in caches[i.folder.rel]]
+        fresh = [i for i in self.live.values() if i.mem.content_hash not in caches[i.folder.rel]]
         if not fresh:
             return
         texts = [rules.content_text(i.mem.content) for i in fresh]
@@ -276,12 +276,12 @@ class Planner:
             self.problems.append(Problem(self.store.rel(mems.pop(mem_id).path),
                                          f"duplicate id {mem_id} (in {', '.join(twins[mem_id])}); left "
                                          "out until one copy is renamed", "duplicate_id"))
-        cache, run_hashes, prefix = self._folder_sigs(folder), scan.run_hashes, folder.rel + "/"
-        for mem_id in sorted(mems):
+        run_hashes, prefix = scan.run_hashes, folder.rel + "/"
+        for mem_id in sorted(mems):  # signatures are looked up when a block needs them (_sigs)
             mem = mems[mem_id]
             run_hash = run_hashes.get(mem_id)
             item = Live(mem, folder, prefix + mem.name, run_hash, run_hash != mem.content_hash,
-                        cache.get(mem.content_hash), rules.newest_first_key(mem))
+                        None, rules.newest_first_key(mem))
             self._all_loaded.append(item)
             self.live[mem_id] = item
         self.seen.update(mems)
@@ -313,7 +313,12 @@ class Planner:
         for position, folder in enumerate(folders):
             scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.path))
             self.problems += scan.problems
-            self._take(scan, set(scan.memories))
+            cache, run_hashes = self._folder_sigs(folder), scan.run_hashes
+            for mem_id in sorted(scan.memories):
+                mem = scan.memories[mem_id]
+                self._put(Live(mem, folder, f"{folder.rel}/{mem.name}", run_hashes.get(mem_id),
+                               run_hashes.get(mem_id) != mem.content_hash, cache.get(mem.content_hash),
+                               rules.newest_first_key(mem)))
             self._loaded += len(scan.memories)
             self._progress("reading", position + 1, len(folders))
         self.plan.memory_count = self._count_live()
@@ -324,56 +329,53 @@ class Planner:
         from memcli import index
 
         for folder in self.store.memory_folders():
-            rows = index.load_lastrun(folder.path)
-            scan = (self.store.scan(folder, load=False) if rows is None
-                    else self.store.scan_since(folder, rows))
+            snap = index.load_lastrun(folder.path)
+            scan = (self.store.scan(folder, load=False) if snap is None
+                    else self.store.scan_since(folder, snap))
             self.problems += scan.problems
             self.plan.memory_count += scan.count
-            changed = {e["id"] for e in scan.entries
-                       if e.get("run_hash") != e["content_hash"] or e["id"] in flagged_ids}
             if scan.reread is not None:
                 self.refresh[folder.rel] = scan.reread
+            changed = {e["id"] for e in scan.entries if e.get("run_hash") != e["content_hash"]}
+            changed |= flagged_ids & _present_ids(scan, flagged_ids)
             if changed:
-                self._take(scan, self._with_candidates(scan, changed), changed)
+                self._take(scan, self._with_candidates(_focus_rows(scan, changed), scan, changed), changed)
 
-    def _with_candidates(self, scan: FolderScan, changed: set[str]) -> set[str]:
+    def _with_candidates(self, rows: list[Row], scan: FolderScan, changed: set[str]) -> dict[str, Row]:
+        """The changed memories' rows and those of their duplicate candidates: a whole block
+        where it is small, else the LSH candidates of its changed members."""
         from memcli import candidates
 
-        blocks: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for entry in scan.entries:
-            blocks.setdefault((str(entry.get("type")), str(entry.get("subtype") or "")), []).append(entry)
-        needed = set(changed)
+        blocks: dict[tuple[str, str], list[Row]] = {}
+        for row in rows:
+            blocks.setdefault(row.block, []).append(row)
+        needed = {row.id: row for row in rows if row.id in changed}
         for block in blocks.values():
-            focus = [n for n, e in enumerate(block) if e["id"] in changed]
-            if not focus:
-                continue
             if len(block) <= ALL_PAIRS_MAX:
-                needed.update(e["id"] for e in block)
+                needed.update((row.id, row) for row in block)
                 continue
-            sigs = self._cached_sigs(scan, block)
-            pairs = candidates.candidate_pairs_for(focus, sigs, None)
-            needed.update(block[n]["id"] for pair in pairs for n in pair)
+            focus = [n for n, row in enumerate(block) if row.id in changed]
+            pairs = candidates.candidate_pairs_for(focus, self._cached_sigs(scan, block), None)
+            needed.update((block[n].id, block[n]) for pair in pairs for n in pair)
         return needed
 
-    def _cached_sigs(self, scan: FolderScan, block: list[dict[str, Any]]) -> list[bytes]:
-        """Signatures of a block's entries from the folder's cache; the missing ones are read
+    def _cached_sigs(self, scan: FolderScan, block: list[Row]) -> list[bytes]:
+        """Signatures of a block's rows from the folder's cache; the missing ones are read
         and computed in one go."""
         from memcli import candidates
 
         cache = self._folder_sigs(scan.folder)
-        missing = [e for e in block if e["content_hash"] not in cache]
-        texts = [rules.content_text((scan.memories.get(e["id"]) or self.store.read_memory(
-            scan.folder.path / e["file"], scan.folder)).content) for e in missing]
-        for entry, sig in zip(missing, candidates.signatures(texts), strict=True):
-            cache[entry["content_hash"]] = sig
-        return [cache[e["content_hash"]] for e in block]
+        sigs = [cache.raw(row.digest) or cache.added.get(row.digest.hex()) for row in block]
+        missing = [n for n, sig in enumerate(sigs) if sig is None]
+        texts = [rules.content_text((scan.memories.get(block[n].id) or self.store.read_memory(
+            scan.folder.path / block[n].file, scan.folder)).content) for n in missing]
+        for n, sig in zip(missing, candidates.signatures(texts), strict=True):
+            sigs[n] = cache[block[n].digest.hex()] = sig
+        return [sig or b"" for sig in sigs]
 
-    def _folder_sigs(self, folder: Folder) -> dict[str, bytes]:
+    def _folder_sigs(self, folder: Folder) -> SigCache:
         if folder.rel not in self.sigs:
-            from memcli import index
-
-            self.sigs[folder.rel] = index.load_sigs(folder.path)
-            self.sigs_loaded[folder.rel] = set(self.sigs[folder.rel])
+            self.sigs[folder.rel] = load_sigs(folder.path)
         return self.sigs[folder.rel]
 
     def _scope_folders(self) -> list[Folder]:
@@ -384,18 +386,16 @@ class Planner:
             return [f for f in folders if _file_count(f) > self.cfg.index_overflow]
         return folders
 
-    def _take(self, scan: FolderScan, ids: set[str], changed: set[str] | None = None) -> None:
-        """Put the folder's memories `ids` into the simulated store."""
-        run_hashes = scan.run_hashes
-        files = {e["id"]: e["file"] for e in scan.entries}
+    def _take(self, scan: FolderScan, rows: dict[str, Row], changed: set[str]) -> None:
+        """Put the folder's memories of `rows` into the simulated store (session_end)."""
         cache = self._folder_sigs(scan.folder)
-        for mem_id in sorted(ids):
-            mem = scan.memories.get(mem_id) or self.store.read_memory(scan.folder.path / files[mem_id],
+        for mem_id in sorted(rows):
+            row = rows[mem_id]
+            mem = scan.memories.get(mem_id) or self.store.read_memory(scan.folder.path / row.file,
                                                                         scan.folder)
-            rel = f"{scan.folder.rel}/{mem.name}"
-            run_hash = run_hashes.get(mem_id)
-            is_changed = changed is None and run_hash != mem.content_hash or mem_id in (changed or ())
-            self._put(Live(mem, scan.folder, rel, run_hash, is_changed, cache.get(mem.content_hash),
+            run_hash = row.digest.hex() if row.unchanged else scan.run_hashes.get(mem_id)
+            self._put(Live(mem, scan.folder, f"{scan.folder.rel}/{mem.name}", run_hash, mem_id in changed,
+                           cache.raw(bytes.fromhex(mem.content_hash)) or cache.added.get(mem.content_hash),
                            rules.newest_first_key(mem)))
 
     def _drop_duplicate_ids(self) -> None:
@@ -482,10 +482,10 @@ class Planner:
         texts = BlockTexts(block)
         focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
         floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
-        sigs = self._sigs(block, texts) if len(block) > ALL_PAIRS_MAX else None
-        if sigs is not None and focus is None:
-            pairs = self._block_pairs(block, texts, sigs, floor)
+        if len(block) > ALL_PAIRS_MAX and focus is None:
+            pairs = self._block_pairs(block, texts, floor)
         else:
+            sigs = self._sigs(block, texts) if len(block) > ALL_PAIRS_MAX else None
             lengths = texts.lengths() if sigs is not None else None
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
                                   floor=floor, sigs=sigs, lengths=lengths)
@@ -503,7 +503,7 @@ class Planner:
         if self.opts.judge is not None:
             self._collect_grey(block, pairs)
 
-    def _block_pairs(self, block: list[Live], texts: BlockTexts, sigs: list[bytes],
+    def _block_pairs(self, block: list[Live], texts: BlockTexts,
                      floor: float | None) -> dict[tuple[int, int], float]:
         """A large block's similar pairs in a full run: those among memories the folder's pair
         cache covers come from it; only memories with a new content hash are compared (with
@@ -519,16 +519,16 @@ class Planner:
         position = {h: n for n, h in enumerate(hashes)}
         usable = cache is not None and len(position) == len(hashes)  # equal files: compare them all
         focus = [n for n, h in enumerate(hashes) if not usable or h not in cache.covered]  # type: ignore[union-attr]
-        found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor, sigs=sigs,
-                              lengths=texts.lengths(), focus=None if len(focus) == len(block) else focus) \
-            if focus else {}
+        found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor,
+                              sigs=self._sigs(block, texts), lengths=texts.lengths(),
+                              focus=None if len(focus) == len(block) else focus) if focus else {}
         if usable and cache is not None:
             for (a, b), score in cache.pairs.items():
                 if a in position and b in position:
                     i, j = sorted((position[a], position[b]))
                     found[(i, j)] = score
-        from memcli import index
-
+        if not self.opts.warm_caches:
+            return found  # a dry run leaves no cache
         fresh = self.pairs_found.setdefault(folder.rel, (params, index.PairCache(set(), {})))[1]
         fresh.covered.update(hashes)
         fresh.pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in found.items())
@@ -546,6 +546,10 @@ class Planner:
         and kept for the folder's cache."""
         from memcli import candidates
 
+        cache = self._folder_sigs(block[0].folder)
+        for item in block:
+            if item.sig is None:
+                item.sig = cache.get(item.mem.content_hash)
         missing = [n for n, item in enumerate(block) if item.sig is None]
         for n, sig in zip(missing, candidates.signatures([texts[n] for n in missing]), strict=True):
             block[n].sig = sig
@@ -865,6 +869,46 @@ class BlockTexts(Sequence[str]):
         return [len(self[n]) if value is None else value for n, value in enumerate(out)]
 
 
+class Row(NamedTuple):
+    """One file of a folder as a session_end pass sees it before reading anything."""
+
+    id: str
+    file: str
+    block: tuple[str, str]  # (type, subtype)
+    digest: bytes  # content hash, 32 bytes
+    unchanged: bool  # a snapshot row of a file unchanged since the last run (run hash = content hash)
+
+
+def _present_ids(scan: FolderScan, ids: set[str]) -> set[str]:
+    """Which of `ids` the folder holds (flagged pairs are in scope wherever they are)."""
+    if not ids:
+        return set()
+    found = {e["id"] for e in scan.entries if e["id"] in ids}
+    if scan.snap is not None:
+        kept = set(scan.kept)
+        found |= {i for i in ids for ext in (".json", ".md") if scan.snap.row(i + ext) in kept}
+    return found
+
+
+def _focus_rows(scan: FolderScan, changed: set[str]) -> list[Row]:
+    """The rows of the folder's blocks that hold a changed memory: entries as read, and the
+    unchanged snapshot rows of those blocks (no entry, no hex, for the rest of the folder)."""
+    fresh = [Row(e["id"], e["file"], (str(e.get("type")), str(e.get("subtype") or "")),
+                 bytes.fromhex(e["content_hash"]), False) for e in scan.entries]
+    snap = scan.snap
+    if snap is None:
+        blocks = {row.block for row in fresh if row.id in changed}
+        return [row for row in fresh if row.block in blocks]
+    wanted = {snap.row(i + ext) for i in changed for ext in (".json", ".md")} - {None}
+    blocks = {row.block for row in fresh if row.id in changed} | {snap.blocks[snap.block_of[r]]
+                                                                   for r in wanted if r is not None}
+    codes = {n for n, block in enumerate(snap.blocks) if block in blocks}
+    names, block_of, hashes, table = snap.names, snap.block_of, snap.hashes, snap.blocks
+    kept = [Row(names[r][:names[r].rindex(".")], names[r], table[block_of[r]],
+                hashes[32 * r:32 * r + 32], True) for r in scan.kept if block_of[r] in codes]
+    return [row for row in fresh if row.block in blocks] + kept
+
+
 def _stale_why(mem: Memory) -> str:
     if int(mem.facts.get("access_count") or 0) == 0:
         return "never used"
@@ -943,16 +987,15 @@ def _save_sig_caches(store: Store, planning: Planning, hashes: dict[str, set[str
     for rel, current in hashes.items():
         sigs = planning.sigs.get(rel)
         folder = store.folder_by_rel(rel)
-        if not sigs or folder is None:
+        if sigs is None or folder is None:
             continue
-        loaded = planning.sigs_loaded.get(rel, set())
         if current is None:  # nothing can be dropped: only add what is new
-            new = {h: s for h, s in sigs.items() if h not in loaded}
-            if new:
-                index.add_sigs(folder.path, new)
+            if sigs.added:
+                index.add_sigs(folder.path, sigs.added)
             continue
-        kept = {h: s for h, s in sigs.items() if h in current}
-        if kept.keys() != loaded or not (folder.path / index.SIG_NAME).exists():
+        loaded = sigs.loaded()
+        kept = {h: s for h, s in {**loaded, **sigs.added}.items() if h in current}
+        if kept.keys() != loaded.keys() or not (folder.path / index.SIG_NAME).exists():
             index.save_sigs(folder.path, kept)
 
 

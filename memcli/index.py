@@ -12,7 +12,7 @@ import datetime as dt
 import os
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,22 +234,65 @@ SIG_NAME = "_minhash.bin"
 _SIG_MAGIC = b"MCSG1"
 
 
-def load_sigs(folder: Path) -> dict[str, bytes]:
-    """content hash -> signature; empty when the cache is missing or unreadable."""
+class SigCache:
+    """content hash (hex) -> signature, over the cache file's rows as read: a row is found
+    through a dict of its hash built on first use (by hex for a run's lookups, by bytes for
+    a session_end pass that has the hashes as bytes), so loading a cache costs one read and
+    a run that needs no signature pays nothing more. Signatures set during a run are kept
+    apart in `added` (what an append writes)."""
+
+    def __init__(self, body: bytes = b"", width: int = 0) -> None:
+        self._body = body  # rows: 32-byte hash, then `width` bytes of signature
+        self.width = width
+        self._by_bytes: dict[bytes, int] | None = None
+        self._by_hex: dict[str, int] | None = None
+        self.added: dict[str, bytes] = {}
+
+    def _keys(self) -> Iterator[tuple[bytes, int]]:
+        body, step = self._body, 32 + self.width
+        return ((body[at:at + 32], at + 32) for at in range(0, len(body), step))
+
+    def raw(self, digest: bytes) -> bytes | None:
+        """The cached signature of a content hash given as its 32 bytes (as a snapshot has it)."""
+        if self._by_bytes is None:
+            self._by_bytes = dict(self._keys())
+        at = self._by_bytes.get(digest)
+        return None if at is None else self._body[at:at + self.width]
+
+    def get(self, digest: str) -> bytes | None:
+        sig = self.added.get(digest)
+        if sig is not None or not self._body:
+            return sig
+        if self._by_hex is None:
+            self._by_hex = {key.hex(): at for key, at in self._keys()}
+        at = self._by_hex.get(digest)
+        return None if at is None else self._body[at:at + self.width]
+
+    def __contains__(self, digest: object) -> bool:
+        return isinstance(digest, str) and self.get(digest) is not None
+
+    def __setitem__(self, digest: str, sig: bytes) -> None:
+        self.added[digest] = sig
+
+    def loaded(self) -> dict[str, bytes]:
+        """Every row of the file, by hex hash (later rows win, as appends do)."""
+        return {key.hex(): self._body[at:at + self.width] for key, at in self._keys()}
+
+
+def load_sigs(folder: Path) -> SigCache:
+    """The folder's signature cache; empty when the cache is missing or unreadable."""
     try:
         raw = (folder / SIG_NAME).read_bytes()
     except OSError:
-        return {}
+        return SigCache()
     if not raw.startswith(_SIG_MAGIC) or len(raw) < len(_SIG_MAGIC) + 2:
-        return {}
+        return SigCache()
     width = int.from_bytes(raw[5:7], "little")
-    row = 32 + width
-    body = memoryview(raw)[7:]
     if width == 0:
-        return {}
-    whole = len(body) - len(body) % row  # an append cut short by a crash leaves a torn last row
-    text = body[:whole].hex()  # one hex conversion for all, then slices: a 10,000-row cache in ms
-    return {text[2 * i:2 * i + 64]: bytes(body[i + 32:i + row]) for i in range(0, whole, row)}
+        return SigCache()
+    body = raw[7:]
+    whole = len(body) - len(body) % (32 + width)  # an append cut short by a crash leaves a torn last row
+    return SigCache(body[:whole] if whole != len(body) else body, width)
 
 
 def save_sigs(folder: Path, sigs: dict[str, bytes]) -> None:
@@ -275,7 +318,7 @@ def add_sigs(folder: Path, sigs: dict[str, bytes]) -> None:
         head, size = b"", 0
     fits = head[:5] == _SIG_MAGIC and int.from_bytes(head[5:7], "little") == width
     if not fits or (size - len(head)) % (32 + width) or path.is_symlink():
-        save_sigs(folder, {**load_sigs(folder), **sigs} if fits else sigs)
+        save_sigs(folder, {**load_sigs(folder).loaded(), **sigs} if fits else sigs)
         return
     rows = [bytes.fromhex(h) + s for h, s in sorted(sigs.items()) if len(s) == width]
     if rows:
@@ -354,15 +397,6 @@ class Snapshot:
         file system's timestamp granularity after the row was taken (the "racy" case git
         knows): it is read again."""
         return self.sizes[i] == size and self.mtimes[i] == mtime_ns and mtime_ns < self.written_ns
-
-    def entry(self, i: int) -> dict[str, Any]:
-        """An index-like entry for row i, a file unchanged since the last run."""
-        name = self.names[i]
-        kind, subtype = self.blocks[self.block_of[i]]
-        digest = self.content_hash(i)
-        return {"id": name.rsplit(".", 1)[0], "file": name, "size": self.sizes[i],
-                "mtime_ns": self.mtimes[i], "content_hash": digest, "run_hash": digest,
-                "type": kind, "subtype": subtype}
 
     def run_hashes(self) -> dict[str, str]:
         """id -> run_hash for every row."""

@@ -21,6 +21,7 @@ from typing import Any
 from memcli import fsops, index
 from memcli.config import Settings, load_settings
 from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError
+from memcli.index import Snapshot
 from memcli.model import Memory, decode, fmt_of, is_valid_id, now, sha256, validate
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -81,6 +82,8 @@ class FolderScan:
     run_hashes: dict[str, Any] = field(default_factory=dict)  # id -> run_hash, from the saved index
     file_count: int = -1  # memory files seen, when entries were not built (-1: len(entries))
     reread: list[str] | None = None  # scan_since: the names read again or gone since the snapshot
+    snap: Snapshot | None = None  # scan_since: the snapshot compared against
+    kept: list[int] = field(default_factory=list)  # scan_since: its rows of files unchanged since
 
     @property
     def count(self) -> int:
@@ -231,7 +234,8 @@ class Store:
     def scan_since(self, folder: Folder, snap: index.Snapshot) -> FolderScan:
         """Like scan(load=False), but against the last-run snapshot instead of the index:
         a file whose size and mtime match its row is taken as the last run saw it, unread.
-        A folder with no change returns only its file count (no entries: nothing to plan)."""
+        Entries are made only for the files read again; the unchanged ones are the snapshot
+        rows `kept`. A folder with no change returns only its file count (nothing to plan)."""
         problems: list[Problem] = []
         names = self._names_since(folder, snap)
         stats = self._stat_all(folder, names, problems)
@@ -246,7 +250,8 @@ class Store:
             return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(names))
         gone = {n for n, st in zip(names, stats, strict=True) if st is None}
         present = set(names) - gone - set(differ)
-        found = [snap.entry(i) for i, n in enumerate(snap.names) if n in present]
+        kept = [i for i, n in enumerate(snap.names) if n in present]
+        found: list[dict[str, Any]] = []
         memories: dict[str, Memory] = {}
         for name in differ:
             if name in gone:
@@ -259,7 +264,8 @@ class Store:
                 found.append(index.entry_for(mem, old))
         run_hashes = {e["id"]: e.get("run_hash") for e in found}
         reread = sorted(set(differ) | (set(snap.names) - present))
-        return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(found), reread)
+        return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(kept) + len(found),
+                          reread, snap, kept)
 
     def _names_since(self, folder: Folder, snap: index.Snapshot) -> list[str]:
         """`memory_names`, found by difference with the snapshot's (sorted) names: a folder

@@ -74,9 +74,8 @@ def test_snapshot_round_trip_and_update(tmp_path: Path) -> None:
     index.save_lastrun(tmp_path, rows)
     snap = index.load_lastrun(tmp_path)
     assert snap is not None and snap.names == ["mem_A.json", "mem_B.json", "mem_C.json", "mem_D.json"]
-    assert snap.entry(0) == {"id": "mem_A", "file": "mem_A.json", "size": 3, "mtime_ns": 21,
-                             "content_hash": f"{3:064x}", "run_hash": f"{3:064x}", "type": "episodic",
-                             "subtype": "fact"}
+    assert (snap.sizes[0], snap.mtimes[0], snap.content_hash(0)) == (3, 21, f"{3:064x}")
+    assert snap.blocks[snap.block_of[0]] == ("episodic", "fact")
     fresh = [entry("mem_AB", "mem_AB.json", 9), entry("mem_B", "mem_B.json", 8)]
     index.update_lastrun(tmp_path, snap, {"mem_B.json", "mem_C.json"}, fresh)
     by_update = (tmp_path / index.LASTRUN_NAME).read_bytes()
@@ -106,15 +105,15 @@ def test_a_row_as_new_as_the_snapshot_is_not_trusted(tmp_path: Path) -> None:
 def test_signature_appends_survive_a_torn_last_row(tmp_path: Path) -> None:
     index.add_sigs(tmp_path, {"aa" * 32: b"\1\2" * 4})  # no cache yet: written whole
     index.add_sigs(tmp_path, {"bb" * 32: b"\3\4" * 4})
-    assert index.load_sigs(tmp_path) == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4}
+    assert index.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4}
     with open(tmp_path / index.SIG_NAME, "ab") as handle:
         handle.write(b"\xcc" * 20)  # a crash in the middle of an append
-    assert index.load_sigs(tmp_path) == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4}
+    assert index.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4}
     index.add_sigs(tmp_path, {"cc" * 32: b"\7\7" * 4})  # after a torn row: rewritten, aligned again
-    assert index.load_sigs(tmp_path) == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4,
+    assert index.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4,
                                          "cc" * 32: b"\7\7" * 4}
     index.add_sigs(tmp_path, {"dd" * 32: b"\5\6" * 8})  # another width: the cache is rewritten
-    assert index.load_sigs(tmp_path) == {"dd" * 32: b"\5\6" * 8}
+    assert index.load_sigs(tmp_path).loaded() == {"dd" * 32: b"\5\6" * 8}
 
 
 # ---------------------------------------------------------------- through a session_end run
