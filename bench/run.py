@@ -177,6 +177,7 @@ def preload(phase: str) -> None:
     import memcli.model  # noqa: F401
 
     if phase != "floor":
+        import croniter  # noqa: F401  (settings check the schedule when a store is opened)
         import filelock  # noqa: F401  (the store lock, imported by the first writing command)
 
         import memcli.candidates  # noqa: F401

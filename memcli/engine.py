@@ -33,7 +33,7 @@ from memcli.model import (
     sha256,
 )
 from memcli.similar import ALL_PAIRS_MAX, similar_pairs
-from memcli.store import Folder, FolderScan, Problem, Store
+from memcli.store import Folder, FolderScan, Problem, Stamp, Store
 from memcli.summary import extractive_summary
 
 TRIGGERS = ("manual", "weekly", "session_end", "index_overflow")
@@ -77,6 +77,7 @@ class Planning:
     problems: list[Problem] = field(default_factory=list)
     sigs: dict[str, SigCache] = field(default_factory=dict)  # folder -> content hash -> sig
     refresh: dict[str, list[str]] | None = None  # session_end: folder -> files read or gone
+    listings: dict[str, Stamp] | None = None  # session_end: folder -> stamp vouching for its names
     pairs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # folder -> (params, PairCache)
 
 
@@ -126,7 +127,7 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
         planner.run()
     planner.apply_limit()
     return Planning(planner.plan, planner.problems, planner.sigs, planner.refresh,
-                    planner.pairs_found)
+                    planner.listings if opts.trigger == "session_end" else None, planner.pairs_found)
 
 
 @contextlib.contextmanager
@@ -168,6 +169,7 @@ class Planner:
         self.grey: list[tuple[Live, Live, float, str | None]] = []  # (older, newer, score, guard)
         self.sigs: dict[str, SigCache] = {}  # per folder: cached and new signatures
         self.refresh: dict[str, list[str]] = {}  # session_end: folder -> files read or gone
+        self.listings: dict[str, Stamp] = {}  # session_end: stamps to keep (Store._names_since)
         self.pair_caches: dict[str, Any] = {}  # folder -> index.PairCache loaded (or None)
         self.pairs_found: dict[str, tuple[str, Any]] = {}  # folder -> (params, index.PairCache) found
         self._protection: dict[str, str | None] = {}
@@ -328,10 +330,13 @@ class Planner:
         candidates (found from cached signatures), so the cost follows the changes."""
         from memcli import index
 
+        stamps = _stamps(self.state.get("listings"))
         for folder in self.store.memory_folders():
             snap = index.load_lastrun(folder.path)
             scan = (self.store.scan(folder, load=False) if snap is None
-                    else self.store.scan_since(folder, snap))
+                    else self.store.scan_since(folder, snap, stamps.get(folder.rel)))
+            if scan.stamp is not None:
+                self.listings[folder.rel] = scan.stamp
             self.problems += scan.problems
             self.plan.memory_count += scan.count
             if scan.reread is not None:
@@ -869,6 +874,14 @@ class BlockTexts(Sequence[str]):
         return [len(self[n]) if value is None else value for n, value in enumerate(out)]
 
 
+def _stamps(saved: Any) -> dict[str, Stamp]:
+    """The listing stamps of ops/state.json; anything malformed is no stamp (a cache)."""
+    if not isinstance(saved, dict):
+        return {}
+    return {str(rel): (int(s[0]), int(s[1])) for rel, s in saved.items()
+            if isinstance(s, list) and len(s) == 2 and all(type(v) is int for v in s)}
+
+
 class Row(NamedTuple):
     """One file of a folder as a session_end pass sees it before reading anything."""
 
@@ -939,7 +952,7 @@ def apply(store: Store, planning: Planning) -> Outcome:
         "review": [a.review for a in applied.actions if a.review],
         "state": {"run_id": plan.run_id, "at": plan.at, "trigger": plan.trigger,
                   "success": plan.trigger in TRIGGERS or plan.trigger == "review",
-                  "flagged_done": plan.flagged_done},
+                  "flagged_done": plan.flagged_done, **_listings(planning)},
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
         **_refresh(planning, applied.actions),
@@ -948,6 +961,16 @@ def apply(store: Store, planning: Planning) -> Outcome:
     _save_pair_caches(store, planning)
     outcome.notes += _problem_notes(planning.problems)
     return outcome
+
+
+def _listings(planning: Planning) -> dict[str, Any]:
+    """The stamps a session_end pass leaves for the next (a folder whose snapshot this run
+    rewrites has none: its snapshot's mtime moves)."""
+    if planning.listings is None:
+        return {}
+    covered = set(planning.plan.covered)
+    return {"extra": {"listings": {rel: list(s) for rel, s in sorted(planning.listings.items())
+                                   if rel not in covered}}}
 
 
 def _refresh(planning: Planning, actions: list[Action]) -> dict[str, Any]:

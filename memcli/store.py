@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat as statmod
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,8 @@ from memcli.index import Snapshot
 from memcli.model import Memory, decode, fmt_of, is_valid_id, now, sha256, validate
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
+STAMP_AGE_NS = 1_000_000_000  # see Store._names_since: well over any file system's timestamp tick
+Stamp = tuple[int, int]  # (a folder's mtime, its last-run snapshot's mtime): see Store._names_since
 _SYMLINK = "is a symlink; memcli never follows links"
 SCOPE_ROOTS = ("agent", "team", "global")
 DEFAULT_TOML = """\
@@ -84,6 +87,7 @@ class FolderScan:
     reread: list[str] | None = None  # scan_since: the names read again or gone since the snapshot
     snap: Snapshot | None = None  # scan_since: the snapshot compared against
     kept: list[int] = field(default_factory=list)  # scan_since: its rows of files unchanged since
+    stamp: Stamp | None = None  # scan_since: vouches for the snapshot's names (see _names_since)
 
     @property
     def count(self) -> int:
@@ -231,13 +235,15 @@ class Store:
                 memories[mem.id] = mem
         return FolderScan(folder, [], memories, problems, None, False, lastrun.run_hashes(), len(memories))
 
-    def scan_since(self, folder: Folder, snap: index.Snapshot) -> FolderScan:
+    def scan_since(self, folder: Folder, snap: index.Snapshot, stamp: Stamp | None = None) -> FolderScan:
         """Like scan(load=False), but against the last-run snapshot instead of the index:
         a file whose size and mtime match its row is taken as the last run saw it, unread.
         Entries are made only for the files read again; the unchanged ones are the snapshot
-        rows `kept`. A folder with no change returns only its file count (nothing to plan)."""
+        rows `kept`. A folder with no change returns only its file count (nothing to plan).
+        `stamp` (see `_names_since`) may spare listing the folder; the scan's `stamp` is the
+        one to keep for the next pass."""
         problems: list[Problem] = []
-        names = self._names_since(folder, snap)
+        names, stamp = self._names_since(folder, snap, stamp)
         stats = self._stat_all(folder, names, problems)
         if names == snap.names:  # the common case: no file came or went
             differ = _differ_in_place(names, stats, snap)
@@ -247,7 +253,7 @@ class Store:
             differ = [n for n, st in zip(names, stats, strict=True)
                       if st is None or not _trusted(snap, n, st)]
         if not differ:
-            return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(names))
+            return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(names), stamp=stamp)
         gone = {n for n, st in zip(names, stats, strict=True) if st is None}
         present = set(names) - gone - set(differ)
         kept = [i for i, n in enumerate(snap.names) if n in present]
@@ -265,19 +271,34 @@ class Store:
         run_hashes = {e["id"]: e.get("run_hash") for e in found}
         reread = sorted(set(differ) | (set(snap.names) - present))
         return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(kept) + len(found),
-                          reread, snap, kept)
+                          reread, snap, kept, stamp)
 
-    def _names_since(self, folder: Folder, snap: index.Snapshot) -> list[str]:
+    def _names_since(self, folder: Folder, snap: index.Snapshot,
+                     stamp: Stamp | None) -> tuple[list[str], Stamp | None]:
         """`memory_names`, found by difference with the snapshot's (sorted) names: a folder
-        where no file came or went costs two set operations, not a filter and a sort."""
+        where no file came or went costs two set operations, not a filter and a sort. And
+        not even a listing when `stamp` still holds: (the folder's mtime, the snapshot's)
+        recorded by an earlier pass that listed the folder and found exactly the snapshot's
+        names. A file created, removed or renamed in a folder moves its mtime, so the names
+        are the same while the mtime is. The stamp returned vouches for the names found, or
+        is None; it is only made for a folder last changed a while before it was listed (a
+        change after the listing then falls in a later timestamp tick)."""
         try:
+            before = os.stat(folder.path).st_mtime_ns
+            if stamp == (before, snap.written_ns):
+                return snap.names, stamp
+            started = time.time_ns()
             found = set(os.listdir(folder.path))
+            after = os.stat(folder.path).st_mtime_ns
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            return [], None
         if not found.issuperset(snap.names):
-            return self.memory_names(folder)
+            return self.memory_names(folder), None
         extra = [n for n in found.difference(snap.names) if n.endswith((".json", ".md")) and n[0] not in "._"]
-        return sorted(snap.names + extra) if extra else snap.names
+        if extra:
+            return sorted(snap.names + extra), None
+        vouched = before == after and before < started - STAMP_AGE_NS
+        return snap.names, (before, snap.written_ns) if vouched else None
 
     def _stat_all(self, folder: Folder, names: list[str],
                   problems: list[Problem]) -> list[os.stat_result | None]:

@@ -4,6 +4,7 @@ signature cache's appends. Each must give what the slow, obvious path gives."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from memcli import engine, index, journal
 from memcli.model import parse_ts
-from memcli.store import Store
+from memcli.store import STAMP_AGE_NS, Store
 from tests.conftest import NOW, add, assert_invariants, days_ago, write_memory
 
 MOMENT = parse_ts(NOW)[0]
@@ -176,6 +177,71 @@ def test_session_end_with_an_index_in_another_layout_rebuilds_it(store: Path) ->
     assert orjson.loads(path.read_bytes())["entries"] == full_index(store, "agent/coder")
 
 
+def age_folder(folder: Path, seconds: float = 3600) -> int:
+    """Set the folder's mtime back, as if no file had come or gone there for a while."""
+    stamp = time.time_ns() - int(seconds * 1e9)
+    os.utime(folder, ns=(stamp, stamp))
+    return stamp
+
+
+def listings(store: Path) -> dict[str, Any]:
+    return dict(orjson.loads((store / "ops" / "state.json").read_bytes()).get("listings", {}))
+
+
+def test_session_end_lists_a_folder_again_only_when_its_mtime_moved(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = add(store, summary="a fact that stays where it is")
+    engine.consolidate(Store(store))
+    folder = store / "agent" / "coder"
+    engine.consolidate(Store(store), trigger="session_end")
+    assert "agent/coder" not in listings(store)  # changed a moment ago: no stamp yet
+    stamp = age_folder(folder)
+    engine.consolidate(Store(store), trigger="session_end")
+    written = os.stat(folder / index.LASTRUN_NAME).st_mtime_ns
+    assert listings(store)["agent/coder"] == [stamp, written]
+    listed: list[str] = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda p=".": listed.append(str(p)) or real_listdir(p))
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert str(folder) not in listed and out.actions == []
+    assert listings(store)["agent/coder"] == [stamp, written]  # still vouched for
+    new = add(store, summary=DUP, created_at=days_ago(40))  # files came: the folder's mtime moved
+    add(store, summary=DUP + " again", created_at=days_ago(10))
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert str(folder) in listed
+    assert [a["type"] for a in out.actions] == ["merge"] and new["id"] in out.actions[0]["source_ids"]
+    assert kept["id"] not in str(out.actions)
+    assert "agent/coder" not in listings(store)  # its snapshot was rewritten
+    assert_invariants(store)
+
+
+def test_session_end_keeps_no_stamp_for_a_folder_changed_just_before_its_listing(store: Path) -> None:
+    add(store, summary="a fact")
+    engine.consolidate(Store(store))
+    folder = store / "agent" / "coder"
+    age_folder(folder, seconds=STAMP_AGE_NS / 1e9 / 2)
+    engine.consolidate(Store(store), trigger="session_end")
+    assert "agent/coder" not in listings(store)
+
+
+def test_a_stale_or_damaged_stamp_is_no_stamp(store: Path) -> None:
+    add(store, summary="a fact")
+    engine.consolidate(Store(store))
+    folder = store / "agent" / "coder"
+    mtime = os.stat(folder).st_mtime_ns
+    state = orjson.loads((store / "ops" / "state.json").read_bytes())
+    for saved in ([mtime, 1], "junk", [mtime], [str(mtime), 1]):  # another snapshot's, or not a stamp
+        state["listings"] = {"agent/coder": saved}
+        (store / "ops" / "state.json").write_bytes(orjson.dumps(state))
+        new = add(store, summary=f"a note written by hand {saved!r}")
+        os.utime(folder, ns=(mtime, mtime))  # as if the new file had not moved it
+        out = engine.consolidate(Store(store), dry_run=True, trigger="session_end")
+        assert out.stats["memory_count"] == len(list(folder.glob("mem_*"))), saved
+        new_path = folder / f"{new['id']}.json"
+        new_path.rename(folder.parent / new_path.name)  # out of the folder again
+        os.utime(folder, ns=(mtime, mtime))
+
+
 # ---------------------------------------------------------------- the similar-pairs cache
 
 
@@ -251,13 +317,13 @@ def test_the_file_list_by_difference_with_the_snapshot_is_memory_names(store: Pa
     s = Store(store)
     folder = s.folder("agent", "coder")
     snap = index.load_lastrun(folder.path)
-    assert snap is not None and s._names_since(folder, snap) == s.memory_names(folder) == snap.names
+    assert snap is not None and s._names_since(folder, snap, None)[0] == s.memory_names(folder) == snap.names
     (folder.path / "notes.txt").write_text("not a memory")
     (folder.path / ".hidden.json").write_text("{}")
     add(store)
-    assert s._names_since(folder, snap) == s.memory_names(folder) != snap.names
+    assert s._names_since(folder, snap, None)[0] == s.memory_names(folder) != snap.names
     (folder.path / f"{kept[0]['id']}.json").unlink()  # a file gone: the plain listing is used
-    assert s._names_since(folder, snap) == s.memory_names(folder)
+    assert s._names_since(folder, snap, None)[0] == s.memory_names(folder)
 
 
 def test_a_memory_planned_from_its_entry_whose_file_goes_bad_is_skipped(store: Path,
