@@ -68,6 +68,47 @@ def test_index_entry_reused_only_while_size_and_mtime_match(store: Path) -> None
     assert entry["tags"] == ["changed"]
 
 
+def _both_ways(s: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    """scan(load=False) as it runs, and with the whole-list check off (one file at a time)."""
+    from memcli import store as store_module
+
+    folder = s.folder("agent", "coder")
+    fast = s.scan(folder, load=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module, "_all_trusted", lambda *args: False)
+        slow = s.scan(folder, load=False)
+    return ((fast.entries, set(fast.memories), fast.drift, fast.run_hashes),
+            (slow.entries, set(slow.memories), slow.drift, slow.run_hashes))
+
+
+@pytest.mark.parametrize("damage", ["none", "mtime", "no_text_len", "bad_id", "reordered", "extra_file",
+                                    "count"])
+def test_whole_list_check_of_index_entries_gives_what_the_file_by_file_check_gives(
+        store: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    mems = [add(store, summary=f"fact {n}") for n in range(4)]
+    s.refresh_index(folder)
+    saved = orjson.loads((folder.path / index.INDEX_NAME).read_bytes())
+    entries = saved["entries"]
+    if damage == "mtime":
+        os.utime(folder.path / entries[1]["file"], ns=(1, 1))
+    elif damage == "no_text_len":
+        del entries[2]["text_len"]
+    elif damage == "bad_id":
+        entries[0]["id"] = "not an id"
+    elif damage == "reordered":
+        entries.reverse()
+    elif damage == "extra_file":
+        add(store, summary="dropped in by hand")
+    elif damage == "count":
+        saved["entry_count"] = 99
+    (folder.path / index.INDEX_NAME).write_bytes(orjson.dumps(saved))
+    fast, slow = _both_ways(s, monkeypatch)
+    assert fast == slow
+    assert len(fast[0]) == len(mems) + (damage == "extra_file")  # type: ignore[index]
+
+
 def test_unreadable_index_is_reported_and_rebuilt(store: Path) -> None:
     s = Store(store)
     add(store)
