@@ -41,7 +41,7 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     assert proc.stdout.strip() == report.strip()
     for label, _ in bench_run.ROWS:
         assert f"| {label} " in report, label
-    for label in bench_run.TARGET_LABELS:
+    for label in (*bench_run.TARGET_LABELS, *bench_run.STRICT_LABELS):
         assert f"| {label} " in report, label
     assert "| test " in report and "false-merge rate on label-0" in report
     figures = json.loads(raw.read_text())["sizes"][0]
