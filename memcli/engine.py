@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from memcli import journal, opsfiles, review, rules
+from memcli import caches, journal, opsfiles, review, rules, since
 from memcli.config import Consolidation
 from memcli.index import SigCache, load_sigs
 from memcli.model import (
@@ -33,6 +33,7 @@ from memcli.model import (
     sha256,
 )
 from memcli.similar import ALL_PAIRS_MAX, similar_pairs
+from memcli.since import Row
 from memcli.store import Folder, FolderScan, Problem, Stamp, Store
 from memcli.summary import extractive_summary
 
@@ -330,7 +331,7 @@ class Planner:
         candidates (found from cached signatures), so the cost follows the changes."""
         from memcli import index
 
-        stamps = _stamps(self.state.get("listings"))
+        stamps = since.stamps(self.state.get("listings"))
         for folder in self.store.memory_folders():
             snap = index.load_lastrun(folder.path)
             scan = (self.store.scan(folder, load=False) if snap is None
@@ -341,42 +342,15 @@ class Planner:
             self.plan.memory_count += scan.count
             if scan.reread is not None:
                 self.refresh[folder.rel] = scan.reread
-            changed = {e["id"] for e in scan.entries if e.get("run_hash") != e["content_hash"]}
-            changed |= flagged_ids & _present_ids(scan, flagged_ids)
+            changed = since.changed_ids(scan, flagged_ids)
             if changed:
-                self._take(scan, self._with_candidates(_focus_rows(scan, changed), scan, changed), changed)
+                cache, rows = self._folder_sigs(scan.folder), since.focus_rows(scan, changed)
+                self._take(scan, since.with_candidates(rows, changed, cache, self._reader(scan)), changed)
 
-    def _with_candidates(self, rows: list[Row], scan: FolderScan, changed: set[str]) -> dict[str, Row]:
-        """The changed memories' rows and those of their duplicate candidates: a whole block
-        where it is small, else the LSH candidates of its changed members."""
-        from memcli import candidates
-
-        blocks: dict[tuple[str, str], list[Row]] = {}
-        for row in rows:
-            blocks.setdefault(row.block, []).append(row)
-        needed = {row.id: row for row in rows if row.id in changed}
-        for block in blocks.values():
-            if len(block) <= ALL_PAIRS_MAX:
-                needed.update((row.id, row) for row in block)
-                continue
-            focus = [n for n, row in enumerate(block) if row.id in changed]
-            pairs = candidates.candidate_pairs_for(focus, self._cached_sigs(scan, block), None)
-            needed.update((block[n].id, block[n]) for pair in pairs for n in pair)
-        return needed
-
-    def _cached_sigs(self, scan: FolderScan, block: list[Row]) -> list[bytes]:
-        """Signatures of a block's rows from the folder's cache; the missing ones are read
-        and computed in one go."""
-        from memcli import candidates
-
-        cache = self._folder_sigs(scan.folder)
-        sigs = [cache.raw(row.digest) or cache.added.get(row.digest.hex()) for row in block]
-        missing = [n for n, sig in enumerate(sigs) if sig is None]
-        texts = [rules.content_text((scan.memories.get(block[n].id) or self.store.read_memory(
-            scan.folder.path / block[n].file, scan.folder)).content) for n in missing]
-        for n, sig in zip(missing, candidates.signatures(texts), strict=True):
-            sigs[n] = cache[block[n].digest.hex()] = sig
-        return [sig or b"" for sig in sigs]
+    def _reader(self, scan: FolderScan) -> Callable[[Row], Memory]:
+        """A row's memory: as the scan read it, else read now."""
+        return lambda row: scan.memories.get(row.id) or self.store.read_memory(scan.folder.path / row.file,
+                                                                                scan.folder)
 
     def _folder_sigs(self, folder: Folder) -> SigCache:
         if folder.rel not in self.sigs:
@@ -393,11 +367,10 @@ class Planner:
 
     def _take(self, scan: FolderScan, rows: dict[str, Row], changed: set[str]) -> None:
         """Put the folder's memories of `rows` into the simulated store (session_end)."""
-        cache = self._folder_sigs(scan.folder)
+        cache, read = self._folder_sigs(scan.folder), self._reader(scan)
         for mem_id in sorted(rows):
             row = rows[mem_id]
-            mem = scan.memories.get(mem_id) or self.store.read_memory(scan.folder.path / row.file,
-                                                                        scan.folder)
+            mem = read(row)
             run_hash = row.digest.hex() if row.unchanged else scan.run_hashes.get(mem_id)
             self._put(Live(mem, scan.folder, f"{scan.folder.rel}/{mem.name}", run_hash, mem_id in changed,
                            cache.raw(bytes.fromhex(mem.content_hash)) or cache.added.get(mem.content_hash),
@@ -874,54 +847,6 @@ class BlockTexts(Sequence[str]):
         return [len(self[n]) if value is None else value for n, value in enumerate(out)]
 
 
-def _stamps(saved: Any) -> dict[str, Stamp]:
-    """The listing stamps of ops/state.json; anything malformed is no stamp (a cache)."""
-    if not isinstance(saved, dict):
-        return {}
-    return {str(rel): (int(s[0]), int(s[1])) for rel, s in saved.items()
-            if isinstance(s, list) and len(s) == 2 and all(type(v) is int for v in s)}
-
-
-class Row(NamedTuple):
-    """One file of a folder as a session_end pass sees it before reading anything."""
-
-    id: str
-    file: str
-    block: tuple[str, str]  # (type, subtype)
-    digest: bytes  # content hash, 32 bytes
-    unchanged: bool  # a snapshot row of a file unchanged since the last run (run hash = content hash)
-
-
-def _present_ids(scan: FolderScan, ids: set[str]) -> set[str]:
-    """Which of `ids` the folder holds (flagged pairs are in scope wherever they are)."""
-    if not ids:
-        return set()
-    found = {e["id"] for e in scan.entries if e["id"] in ids}
-    if scan.snap is not None:
-        kept = set(scan.kept)
-        found |= {i for i in ids for ext in (".json", ".md") if scan.snap.row(i + ext) in kept}
-    return found
-
-
-def _focus_rows(scan: FolderScan, changed: set[str]) -> list[Row]:
-    """The rows of the folder's blocks that hold a changed memory: entries as read, and the
-    unchanged snapshot rows of those blocks (no entry, no hex, for the rest of the folder)."""
-    fresh = [Row(e["id"], e["file"], (str(e.get("type")), str(e.get("subtype") or "")),
-                 bytes.fromhex(e["content_hash"]), False) for e in scan.entries]
-    snap = scan.snap
-    if snap is None:
-        blocks = {row.block for row in fresh if row.id in changed}
-        return [row for row in fresh if row.block in blocks]
-    wanted = {snap.row(i + ext) for i in changed for ext in (".json", ".md")} - {None}
-    blocks = {row.block for row in fresh if row.id in changed} | {snap.blocks[snap.block_of[r]]
-                                                                   for r in wanted if r is not None}
-    codes = {n for n, block in enumerate(snap.blocks) if block in blocks}
-    names, block_of, hashes, table = snap.names, snap.block_of, snap.hashes, snap.blocks
-    kept = [Row(names[r][:names[r].rindex(".")], names[r], table[block_of[r]],
-                hashes[32 * r:32 * r + 32], True) for r in scan.kept if block_of[r] in codes]
-    return [row for row in fresh if row.block in blocks] + kept
-
-
 def _stale_why(mem: Memory) -> str:
     if int(mem.facts.get("access_count") or 0) == 0:
         return "never used"
@@ -952,74 +877,20 @@ def apply(store: Store, planning: Planning) -> Outcome:
         "review": [a.review for a in applied.actions if a.review],
         "state": {"run_id": plan.run_id, "at": plan.at, "trigger": plan.trigger,
                   "success": plan.trigger in TRIGGERS or plan.trigger == "review",
-                  "flagged_done": plan.flagged_done, **_listings(planning)},
+                  "flagged_done": plan.flagged_done,
+                  **caches.listings_update(planning.listings, plan.covered)},
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
-        **_refresh(planning, applied.actions),
+        **caches.refresh_map(planning.refresh, plan, applied.actions),
     })
-    _save_sig_caches(store, planning, hashes)
-    _save_pair_caches(store, planning)
+    caches.save_sig_caches(store, planning.sigs, hashes)
+    caches.save_pair_caches(store, planning.pairs)
     outcome.notes += _problem_notes(planning.problems)
     return outcome
 
 
-def _listings(planning: Planning) -> dict[str, Any]:
-    """The stamps a session_end pass leaves for the next (a folder whose snapshot this run
-    rewrites has none: its snapshot's mtime moves)."""
-    if planning.listings is None:
-        return {}
-    covered = set(planning.plan.covered)
-    return {"extra": {"listings": {rel: list(s) for rel, s in sorted(planning.listings.items())
-                                   if rel not in covered}}}
-
-
-def _refresh(planning: Planning, actions: list[Action]) -> dict[str, Any]:
-    """For a run that knows every file it read or changed (session_end), the files whose index
-    entries need updating, per folder; the other entries stay as they are."""
-    if planning.refresh is None or planning.plan.trigger != "session_end":
-        return {}
-    names: dict[str, set[str]] = {rel: set(found) for rel, found in planning.refresh.items()}
-    for action in actions:
-        for op in action.ops:
-            rel, _, name = op.path.rpartition("/")
-            names.setdefault(rel, set()).add(name)
-    # A covered folder without a snapshot was read whole: its index is rebuilt from the files.
-    unknown = set(planning.plan.covered) - set(planning.refresh)
-    return {"refresh": {rel: sorted(found) for rel, found in names.items() if rel not in unknown}}
-
-
-def _save_pair_caches(store: Store, planning: Planning) -> None:
-    """The similar pairs a full run found, per folder, for the next run (see index.PAIRS_NAME)."""
-    from memcli import index
-
-    for rel, (params, found) in planning.pairs.items():
-        folder = store.folder_by_rel(rel)
-        if folder is not None and folder.path.is_dir():
-            index.save_pairs(folder.path, params, found)
-
-
 def _problem_notes(problems: list[Problem]) -> list[str]:
     return [f"skipped {p}" if p.severity == "error" else f"warning: {p}" for p in problems]
-
-
-def _save_sig_caches(store: Store, planning: Planning, hashes: dict[str, set[str] | None]) -> None:
-    """Keep the signatures of the memories now in each covered folder, for the next pass.
-    Where the run did not look at every file (None), nothing is dropped: a full run prunes."""
-    from memcli import index
-
-    for rel, current in hashes.items():
-        sigs = planning.sigs.get(rel)
-        folder = store.folder_by_rel(rel)
-        if sigs is None or folder is None:
-            continue
-        if current is None:  # nothing can be dropped: only add what is new
-            if sigs.added:
-                index.add_sigs(folder.path, sigs.added)
-            continue
-        loaded = sigs.loaded()
-        kept = {h: s for h, s in {**loaded, **sigs.added}.items() if h in current}
-        if kept.keys() != loaded.keys() or not (folder.path / index.SIG_NAME).exists():
-            index.save_sigs(folder.path, kept)
 
 
 def preview(planning: Planning) -> Outcome:
