@@ -10,7 +10,7 @@ from typing import Any
 from memcli import fsops, opsfiles, rules
 from memcli.errors import BadRecordError, MemcliError
 from memcli.model import PRIORITIES, TYPES, Memory, encode, format_ts, new_memory_id
-from memcli.store import Folder, Problem, Store
+from memcli.store import Folder, FolderScan, Problem, Store
 
 UPDATE_AT = 0.95  # on-save: at or above, the existing memory is updated instead
 FLAG_AT = 0.85  # on-save: from here to UPDATE_AT, written and flagged for the next run
@@ -52,12 +52,12 @@ def add_memory(store: Store, new: NewMemory, moment: dt.datetime) -> AddResult:
     if match is not None and score >= FLAG_AT:
         verdict = _quick_verdict(store, match, draft, score, moment)
         if verdict is None:
-            return _update_existing(store, folder, match, draft, score, moment, scan.problems)
-        _write_new(store, folder, draft)
+            return _update_existing(store, folder, match, draft, score, moment, scan)
+        _write_new(store, folder, draft, scan)
         _flag_pair(store, match.id, draft.id, score, verdict, moment)
         return AddResult(draft.id, store.rel(draft.path), "created", match.id, score, verdict,
                          scan.problems)
-    _write_new(store, folder, draft)
+    _write_new(store, folder, draft, scan)
     return AddResult(draft.id, store.rel(draft.path), "created", problems=scan.problems)
 
 
@@ -131,20 +131,29 @@ def _quick_verdict(store: Store, old: Memory, draft: Memory, score: float,
 
 
 def _update_existing(store: Store, folder: Folder, old: Memory, draft: Memory, score: float,
-                     moment: dt.datetime, problems: list[Problem]) -> AddResult:
+                     moment: dt.datetime, scan: FolderScan) -> AddResult:
     data = dict(old.data)
     data["tags"] = list(dict.fromkeys(old.tags + draft.tags))
     data["updated_at"] = format_ts(moment)
     fsops.write_replace(old.path, encode(data, old.fmt))
-    store.refresh_index(folder)
-    return AddResult(old.id, store.rel(old.path), "updated", old.id, score, problems=problems)
+    _index_written(store, folder, old.path.name, scan)
+    return AddResult(old.id, store.rel(old.path), "updated", old.id, score, problems=scan.problems)
 
 
-def _write_new(store: Store, folder: Folder, draft: Memory) -> None:
+def _write_new(store: Store, folder: Folder, draft: Memory, scan: FolderScan) -> None:
     if not folder.path.is_dir():
         fsops.mkdir(folder.path)
     fsops.write_new(draft.path, encode(draft.data, draft.fmt))
-    store.refresh_index(folder)
+    _index_written(store, folder, draft.path.name, scan)
+
+
+def _index_written(store: Store, folder: Folder, name: str, scan: FolderScan) -> None:
+    """The index after writing one file: its entry spliced in when the index matched the
+    folder before (the scan `add` made says so, with no problem), else brought in line."""
+    if scan.drift or scan.problems:
+        store.refresh_index(folder)
+    else:
+        store.update_entries(folder, [name])
 
 
 def _flag_pair(store: Store, old_id: str, new_id: str, score: float, reason: str,

@@ -516,6 +516,17 @@ class Store:
             self.save_index(folder, scan.entries)
         return scan
 
+    def update_entries(self, folder: Folder, names: list[str]) -> None:
+        """After writing the files `names` of a folder whose index matched its files: splice
+        just their entries into the index (a few entries of a 10,000-entry index, not a scan
+        of the folder); an index that cannot be spliced is brought in line from the files."""
+        def update(name: str, old: dict[str, Any] | None) -> dict[str, Any] | None:
+            mem = self.read_quietly(folder.path / name, folder)
+            return None if mem is None else index.entry_for(mem, old, archive=folder.scope == "archive")
+
+        if not index.splice(folder.path, folder.scope, folder.scope_id, now(), update, names):
+            self.refresh_index(folder)
+
     @contextmanager
     def writing(self, wait: float) -> Iterator[list[str]]:
         """Hold the lock and first finish or roll back any run a crash left half-done;

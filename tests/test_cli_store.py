@@ -270,3 +270,39 @@ def test_add_names_a_broken_neighbour_by_path_and_goes_on(store: Path) -> None:
     code, out, err = run(*add_args(BASE + " today"), store=store)
     assert code == 0 and out.strip().startswith("mem_")
     assert "agent/coder/mem_bad.json: not valid JSON" in err and bad.read_text() == "{broken"
+
+
+def _index_entries(store: Path) -> list[dict[str, object]]:
+    return list(json.loads((store / "agent" / "coder" / "_index.json").read_text())["entries"])
+
+
+def test_add_splices_its_entry_into_an_index_that_matched_the_folder(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcli.store import Store
+
+    for n in range(5):
+        run(*add_args(f"fact {n} about rack {n * 31}"), store=store)
+    before = _index_entries(store)
+    calls: list[str] = []
+    with monkeypatch.context() as patch:
+        patch.setattr(Store, "refresh_index", lambda self, folder: calls.append(folder.rel))
+        code, out, _ = run(*add_args("a new fact about the cooling of rack 7"), store=store)
+    assert code == 0 and calls == []  # spliced, no rescan
+    after = _index_entries(store)
+    assert [e["id"] for e in after] == sorted([*(e["id"] for e in before), out.strip()])
+    saved = (store / "agent" / "coder" / "_index.json").read_bytes()
+    s = Store(store)
+    s.save_index(s.folder("agent", "coder"), s.scan(s.folder("agent", "coder"), load=False).entries)
+    rebuilt = (store / "agent" / "coder" / "_index.json").read_bytes()
+    assert saved == rebuilt  # byte for byte what a rebuild writes
+    assert_invariants(store)
+
+
+def test_add_rebuilds_an_index_that_had_drifted(store: Path) -> None:
+    run(*add_args("a fact about rack 1"), store=store)
+    dropped = write_memory(store, record(summary="dropped in by hand"))
+    code, out, _ = run(*add_args("a new fact about the cooling of rack 7"), store=store)
+    assert code == 0
+    ids = {e["id"] for e in _index_entries(store)}
+    assert dropped.stem in ids and out.strip() in ids
+    assert_invariants(store)
