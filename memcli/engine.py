@@ -347,10 +347,19 @@ class Planner:
                 cache, rows = self._folder_sigs(scan.folder), since.focus_rows(scan, changed)
                 self._take(scan, since.with_candidates(rows, changed, cache, self._reader(scan)), changed)
 
-    def _reader(self, scan: FolderScan) -> Callable[[Row], Memory]:
-        """A row's memory: as the scan read it, else read now."""
-        return lambda row: scan.memories.get(row.id) or self.store.read_memory(scan.folder.path / row.file,
-                                                                                scan.folder)
+    def _reader(self, scan: FolderScan) -> Callable[[Row], Memory | None]:
+        """A row's memory: as the scan read it, else read now. None when the file is gone or
+        went bad since the snapshot with the same size and mtime (a problem, not an abort)."""
+        tried: dict[str, Memory | None] = dict(scan.memories)
+
+        def read(row: Row) -> Memory | None:
+            if row.id not in tried:  # each file read once, even when it cannot be
+                problems: list[Problem] = []
+                tried[row.id] = self.store._read(scan.folder.path / row.file, scan.folder, problems)
+                self.problems += problems
+            return tried[row.id]
+
+        return read
 
     def _folder_sigs(self, folder: Folder) -> SigCache:
         if folder.rel not in self.sigs:
@@ -371,6 +380,8 @@ class Planner:
         for mem_id in sorted(rows):
             row = rows[mem_id]
             mem = read(row)
+            if mem is None:
+                continue
             run_hash = row.digest.hex() if row.unchanged else scan.run_hashes.get(mem_id)
             self._put(Live(mem, scan.folder, f"{scan.folder.rel}/{mem.name}", run_hash, mem_id in changed,
                            cache.raw(bytes.fromhex(mem.content_hash)) or cache.added.get(mem.content_hash),

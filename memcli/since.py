@@ -69,7 +69,7 @@ def focus_rows(scan: FolderScan, changed: set[str]) -> list[Row]:
 
 
 def with_candidates(rows: list[Row], changed: set[str], cache: SigCache,
-                    read: Callable[[Row], Memory]) -> dict[str, Row]:
+                    read: Callable[[Row], Memory | None]) -> dict[str, Row]:
     """The changed memories' rows and those of their duplicate candidates: a whole block
     where it is small, else the LSH candidates of its changed members."""
     from memcli import candidates
@@ -88,14 +88,18 @@ def with_candidates(rows: list[Row], changed: set[str], cache: SigCache,
     return needed
 
 
-def cached_sigs(block: list[Row], cache: SigCache, read: Callable[[Row], Memory]) -> list[bytes]:
+def cached_sigs(block: list[Row], cache: SigCache, read: Callable[[Row], Memory | None]) -> list[bytes]:
     """Signatures of a block's rows from the folder's cache; the missing ones are read and
     computed in one go, and added to the cache."""
     from memcli import candidates
 
     sigs = [cache.raw(row.digest) or cache.added.get(row.digest.hex()) for row in block]
     missing = [n for n, sig in enumerate(sigs) if sig is None]
-    texts = [rules.content_text(read(block[n]).content) for n in missing]
-    for n, sig in zip(missing, candidates.signatures(texts), strict=True):
-        sigs[n] = cache[block[n].digest.hex()] = sig
+    memories = [read(block[n]) for n in missing]
+    texts = ["" if mem is None else rules.content_text(mem.content) for mem in memories]
+    for n, mem, sig in zip(missing, memories, candidates.signatures(texts), strict=True):
+        sigs[n] = sig  # a file that could not be read: the signature of no text, not cached
+        if mem is not None:
+            cache[mem.content_hash] = sig
     return [sig or b"" for sig in sigs]
+

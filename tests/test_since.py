@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from memcli import engine, index, since
@@ -87,3 +88,20 @@ def test_a_large_block_gives_the_changed_memory_and_its_candidates_only(store: P
     needed = since.with_candidates(rows, {new["id"]}, cache, reader)
     assert {old["id"], new["id"]} <= set(needed) and len(needed) < len(rows) // 2
     assert read == [new["id"]] and list(cache.added) == [scan.memories[new["id"]].content_hash]
+
+
+def test_an_unchanged_looking_file_that_went_bad_is_a_problem_not_an_abort(store: Path) -> None:
+    """A file rewritten with the same size and its old mtime put back passes the stat check;
+    when session_end then reads it (a candidate), it is reported and left out, and the run
+    goes on with the rest."""
+    olds = [add(store, type="semantic", subtype="x", summary=f"fact {n} about rack {n}") for n in range(3)]
+    engine.consolidate(Store(store))
+    path = store / "agent" / "coder" / f"{olds[0]['id']}.json"
+    before, st = path.read_bytes(), path.stat()
+    path.write_bytes(b"{" + b" " * (len(before) - 1))  # same size, not JSON
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    new = add(store, type="semantic", subtype="x", summary="a new fact about the cooling")
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert any(olds[0]["id"] in note for note in out.notes)
+    assert path.read_bytes() == b"{" + b" " * (len(before) - 1)  # left as it is
+    assert out.stats["skipped"] == 0 and new["id"] not in str(out.notes)
