@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memcli import caches, journal, opsfiles, review, rules, since
+from memcli import caches, index, journal, opsfiles, review, rules, since
 from memcli.config import Consolidation
 from memcli.index import SigCache, load_sigs
 from memcli.model import (
@@ -311,8 +311,6 @@ class Planner:
         """Read every memory of the run's folders (manual, weekly, index_overflow)."""
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
-        from memcli import index
-
         for position, folder in enumerate(folders):
             scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.path))
             self.problems += scan.problems
@@ -329,8 +327,6 @@ class Planner:
     def _load_changed(self, flagged_ids: set[str]) -> None:
         """session_end: stat every file, but read only the changed memories and their duplicate
         candidates (found from cached signatures), so the cost follows the changes."""
-        from memcli import index
-
         stamps = since.stamps(self.state.get("listings"))
         for folder in self.store.memory_folders():
             snap = index.load_lastrun(folder.path)
@@ -355,7 +351,7 @@ class Planner:
         def read(row: Row) -> Memory | None:
             if row.id not in tried:  # each file read once, even when it cannot be
                 problems: list[Problem] = []
-                tried[row.id] = self.store._read(scan.folder.path / row.file, scan.folder, problems)
+                tried[row.id] = self.store.try_read(scan.folder.path / row.file, scan.folder, problems)
                 self.problems += problems
             return tried[row.id]
 
@@ -384,7 +380,7 @@ class Planner:
                 continue
             run_hash = row.digest.hex() if row.unchanged else scan.run_hashes.get(mem_id)
             self._put(Live(mem, scan.folder, f"{scan.folder.rel}/{mem.name}", run_hash, mem_id in changed,
-                           cache.raw(bytes.fromhex(mem.content_hash)) or cache.added.get(mem.content_hash),
+                           cache.get(mem.content_hash),
                            rules.newest_first_key(mem)))
 
     def _drop_duplicate_ids(self) -> None:
@@ -497,8 +493,6 @@ class Planner:
         """A large block's similar pairs in a full run: those among memories the folder's pair
         cache covers come from it; only memories with a new content hash are compared (with
         the whole block). Gives exactly what comparing the whole block gives."""
-        from memcli import index
-
         folder = block[0].folder
         params = self._pair_params(floor)
         if folder.rel not in self.pair_caches:
@@ -541,8 +535,7 @@ class Planner:
                 item.sig = cache.get(item.mem.content_hash)
         missing = [n for n, item in enumerate(block) if item.sig is None]
         for n, sig in zip(missing, candidates.signatures([texts[n] for n in missing]), strict=True):
-            block[n].sig = sig
-            self._folder_sigs(block[n].folder)[block[n].mem.content_hash] = sig
+            block[n].sig = cache[block[n].mem.content_hash] = sig
         return [item.sig or b"" for item in block]
 
     def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],

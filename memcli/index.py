@@ -236,16 +236,14 @@ _SIG_MAGIC = b"MCSG1"
 
 class SigCache:
     """content hash (hex) -> signature, over the cache file's rows as read: a row is found
-    through a dict of its hash built on first use (by hex for a run's lookups, by bytes for
-    a session_end pass that has the hashes as bytes), so loading a cache costs one read and
-    a run that needs no signature pays nothing more. Signatures set during a run are kept
+    through a dict of its 32-byte hash built on first use, so loading a cache costs one read
+    and a run that needs no signature pays nothing more. Signatures set during a run are kept
     apart in `added` (what an append writes)."""
 
     def __init__(self, body: bytes = b"", width: int = 0) -> None:
         self._body = body  # rows: 32-byte hash, then `width` bytes of signature
         self.width = width
-        self._by_bytes: dict[bytes, int] | None = None
-        self._by_hex: dict[str, int] | None = None
+        self._rows: dict[bytes, int] | None = None
         self.added: dict[str, bytes] = {}
 
     def _keys(self) -> Iterator[tuple[bytes, int]]:
@@ -254,19 +252,19 @@ class SigCache:
 
     def raw(self, digest: bytes) -> bytes | None:
         """The cached signature of a content hash given as its 32 bytes (as a snapshot has it)."""
-        if self._by_bytes is None:
-            self._by_bytes = dict(self._keys())
-        at = self._by_bytes.get(digest)
+        if self._rows is None:
+            self._rows = dict(self._keys())
+        at = self._rows.get(digest)
         return None if at is None else self._body[at:at + self.width]
 
     def get(self, digest: str) -> bytes | None:
         sig = self.added.get(digest)
         if sig is not None or not self._body:
             return sig
-        if self._by_hex is None:
-            self._by_hex = {key.hex(): at for key, at in self._keys()}
-        at = self._by_hex.get(digest)
-        return None if at is None else self._body[at:at + self.width]
+        try:
+            return self.raw(bytes.fromhex(digest))
+        except ValueError:  # not a hash at all (VANISHED): nothing cached under it
+            return None
 
     def __contains__(self, digest: object) -> bool:
         return isinstance(digest, str) and self.get(digest) is not None

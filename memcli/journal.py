@@ -25,7 +25,7 @@ import orjson
 
 from memcli import fsops, index, log, opsfiles, review
 from memcli.errors import MemcliError
-from memcli.model import Action, FileOp, Plan, now, sha256
+from memcli.model import Action, FileOp, Plan, sha256
 from memcli.store import Store
 
 JOURNAL_GLOB = "journal-*.json"
@@ -218,22 +218,11 @@ def _update_folder(store: Store, rel: str, names: list[str], covered: bool) -> b
     snap = index.load_lastrun(folder.path) if covered and folder.scope != "archive" else None
     if covered and folder.scope != "archive" and snap is None:
         return False
-    fresh: dict[str, dict[str, Any]] = {}
-
-    def update(name: str, old: dict[str, Any] | None) -> dict[str, Any] | None:
-        mem = store.read_quietly(folder.path / name, folder)
-        if mem is None:
-            return None
-        entry = index.entry_for(mem, old, archive=folder.scope == "archive")
-        if covered:
-            entry["run_hash"] = entry["content_hash"]
-        fresh[name] = entry
-        return entry
-
-    if not index.splice(folder.path, folder.scope, folder.scope_id, now(), update, names):
+    fresh = store.splice_entries(folder, names, run_hash_now=covered)
+    if fresh is None:
         return False
     if snap is not None:
-        index.update_lastrun(folder.path, snap, set(names), list(fresh.values()))
+        index.update_lastrun(folder.path, snap, set(names), fresh)
     return True
 
 

@@ -150,10 +150,8 @@ def _write_new(store: Store, folder: Folder, draft: Memory, scan: FolderScan) ->
 def _index_written(store: Store, folder: Folder, name: str, scan: FolderScan) -> None:
     """The index after writing one file: its entry spliced in when the index matched the
     folder before (the scan `add` made says so, with no problem), else brought in line."""
-    if scan.drift or scan.problems:
+    if scan.drift or scan.problems or store.splice_entries(folder, [name]) is None:
         store.refresh_index(folder)
-    else:
-        store.update_entries(folder, [name])
 
 
 def _flag_pair(store: Store, old_id: str, new_id: str, score: float, reason: str,

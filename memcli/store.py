@@ -300,7 +300,7 @@ class Store:
             return [], None
         if not found.issuperset(snap.names):
             return self.memory_names(folder), None
-        extra = [n for n in found.difference(snap.names) if n.endswith((".json", ".md")) and n[0] not in "._"]
+        extra = list(filter(_is_memory_name, found.difference(snap.names)))
         if extra:
             return sorted(snap.names + extra), None
         vouched = before == after and before < started - STAMP_AGE_NS
@@ -384,6 +384,10 @@ class Store:
         """A memory file, or None when it is gone or bad input (a full scan reports those)."""
         return self._read(path, folder, [])
 
+    def try_read(self, path: Path, folder: Folder, problems: list[Problem]) -> Memory | None:
+        """A memory file, or None when it is gone or bad input (then reported in `problems`)."""
+        return self._read(path, folder, problems)
+
     def find(self, mem_id: str, archived: bool = True) -> tuple[Memory, Folder]:
         """A memory by id, live first, then (if asked) archived."""
         if not is_valid_id(mem_id):
@@ -400,16 +404,7 @@ class Store:
             names = os.listdir(folder.path)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted([n for n in names if n.endswith((".json", ".md")) and n[0] not in "._"])
-
-    def _stat(self, path: str, problems: list[Problem]) -> os.stat_result | None:
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return None
-        if statmod.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES:
-            return st  # the common case, decided without building a Path
-        return st if self._acceptable(Path(path), st, problems) else None
+        return sorted(filter(_is_memory_name, names))
 
     def _acceptable(self, path: Path, st: os.stat_result, problems: list[Problem]) -> bool:
         if statmod.S_ISLNK(st.st_mode):
@@ -516,16 +511,28 @@ class Store:
             self.save_index(folder, scan.entries)
         return scan
 
-    def update_entries(self, folder: Folder, names: list[str]) -> None:
-        """After writing the files `names` of a folder whose index matched its files: splice
-        just their entries into the index (a few entries of a 10,000-entry index, not a scan
-        of the folder); an index that cannot be spliced is brought in line from the files."""
+    def splice_entries(self, folder: Folder, names: list[str],
+                       run_hash_now: bool = False) -> list[dict[str, Any]] | None:
+        """Update only the index entries of the files `names` (read again; a file gone loses
+        its entry), for a writer that knows every other entry still matches its file: a few
+        entries of a 10,000-entry index, not a scan of the folder. With `run_hash_now`, their
+        run_hash becomes their content hash. Returns the new entries, or None (nothing
+        written) when the index cannot be spliced: the caller then rebuilds it."""
+        fresh: list[dict[str, Any]] = []
+
         def update(name: str, old: dict[str, Any] | None) -> dict[str, Any] | None:
             mem = self.read_quietly(folder.path / name, folder)
-            return None if mem is None else index.entry_for(mem, old, archive=folder.scope == "archive")
+            if mem is None:
+                return None
+            entry = index.entry_for(mem, old, archive=folder.scope == "archive")
+            if run_hash_now:
+                entry["run_hash"] = entry["content_hash"]
+            fresh.append(entry)
+            return entry
 
         if not index.splice(folder.path, folder.scope, folder.scope_id, now(), update, names):
-            self.refresh_index(folder)
+            return None
+        return fresh
 
     @contextmanager
     def writing(self, wait: float) -> Iterator[list[str]]:
@@ -558,6 +565,11 @@ class Store:
 def is_valid_scope_id(name: str) -> bool:
     return bool(name) and len(name) <= 100 and name not in (".", "..") and all(
         c.isalnum() or c in "._-" for c in name) and not name.startswith(".")
+
+
+def _is_memory_name(name: str) -> bool:
+    """A memory file's name: `.json` or `.md`, not a dotfile, not one of memcli's `_` files."""
+    return name.endswith((".json", ".md")) and name[0] not in "._"
 
 
 def _read_fd(fd: int, size: int) -> bytes:
