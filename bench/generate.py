@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from memcli.model import format_ts, new_memory_id
+from memcli.store.model import format_ts, new_memory_id
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc)
 _CORE = ("deploy staging production rollback migration schema index query cache redis postgres worker "

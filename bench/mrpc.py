@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout that is not installed
     sys.path.insert(0, str(ROOT))
 
-from memcli.guards import GUARDS, guard_function, guard_rejects  # noqa: E402
+from memcli.consolidate.guards import GUARDS, guard_function, guard_rejects  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mrpc"
 SPLITS = ("train", "test")

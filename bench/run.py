@@ -92,7 +92,7 @@ def phase_floor(store: Path) -> JsonDict:
     """Read and parse every memory file, nothing else: the floor any full pass pays."""
     import orjson
 
-    from memcli.model import decode
+    from memcli.store.model import decode
 
     files = size = 0
     for folder in memory_dirs(store):
@@ -111,8 +111,8 @@ def phase_floor(store: Path) -> JsonDict:
 
 def phase_reindex(store: Path) -> JsonDict:
     """Rebuild every index from the files."""
-    from memcli.memories import reindex
-    from memcli.store import Store
+    from memcli.store.memories import reindex
+    from memcli.store.store import Store
 
     result = reindex(Store.open(str(store)))
     return {"folders": len(result.folders), "entries": sum(result.folders.values()),
@@ -148,8 +148,8 @@ def summarize_outcome(outcome: Any, timers: Timers) -> JsonDict:
 
 def run_consolidate(store: Path, **kwargs: Any) -> JsonDict:
     """engine.consolidate on the store, with plan, apply and os.fsync timed."""
-    from memcli import engine
-    from memcli.store import Store
+    from memcli.consolidate import engine
+    from memcli.store.store import Store
 
     timers = Timers()
     timers.wrap(engine, "plan", "plan")
@@ -174,17 +174,17 @@ def preload(phase: str) -> None:
     """Import what the phase uses before the clock starts (process time covers imports)."""
     import orjson  # noqa: F401
 
-    import memcli.model  # noqa: F401
+    import memcli.store.model  # noqa: F401
 
     if phase != "floor":
         import croniter  # noqa: F401  (settings check the schedule when a store is opened)
         import filelock  # noqa: F401  (the store lock, imported by the first writing command)
 
-        import memcli.candidates  # noqa: F401
-        import memcli.engine  # noqa: F401
-        import memcli.guards  # noqa: F401
-        import memcli.llm_bridge  # noqa: F401
-        import memcli.memories  # noqa: F401
+        import memcli.consolidate.candidates  # noqa: F401
+        import memcli.consolidate.engine  # noqa: F401
+        import memcli.consolidate.guards  # noqa: F401
+        import memcli.consolidate.llm_bridge  # noqa: F401
+        import memcli.store.memories  # noqa: F401
 
 
 def phase_main(phase: str, store: Path) -> int:
@@ -315,7 +315,7 @@ def pair_score(a: JsonDict, b: JsonDict) -> float:
     from rapidfuzz import fuzz
     from rapidfuzz.utils import default_process
 
-    from memcli.rules import content_text
+    from memcli.consolidate.rules import content_text
 
     left, right = default_process(content_text(a["content"])), default_process(content_text(b["content"]))
     return float(fuzz.token_sort_ratio(left, right, processor=None)) / 100.0
@@ -326,8 +326,8 @@ def pair_figures(store: Path, pairs: Sequence[tuple[str, str]], merges: list[lis
     how many of the qualifying ones (with and without guard objections) were merged."""
     import orjson
 
-    from memcli.guards import guard_rejects
-    from memcli.rules import raw_text
+    from memcli.consolidate.guards import guard_rejects
+    from memcli.consolidate.rules import raw_text
 
     paths, merged = id_paths(store), merged_pairs(merges)
     counts: Counter[str] = Counter()

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from memcli.model import encode, format_ts, new_memory_id, parse_ts
+from memcli.store.model import encode, format_ts, new_memory_id, parse_ts
 
 NOW = "2026-11-22T00:00:00Z"
 NOW_DT = parse_ts(NOW)[0]
@@ -144,7 +144,7 @@ def assert_invariants(root: Path) -> None:
 
 
 def load(path: Path) -> dict[str, Any]:
-    from memcli.model import decode
+    from memcli.store.model import decode
 
     return decode(path.read_bytes(), "md" if path.suffix == ".md" else "json")
 

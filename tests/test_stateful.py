@@ -22,10 +22,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from memcli import doctor, engine, fsops, journal, log, memories, undo
+from memcli.consolidate import engine, undo
 from memcli.errors import UndoRefusedError
-from memcli.model import format_ts
-from memcli.store import Store
+from memcli.store import doctor, fsops, journal, log, memories
+from memcli.store.model import format_ts
+from memcli.store.store import Store
 from tests.conftest import NOW_DT, days_ago, ids_everywhere, record, snapshot, write_memory
 
 TOML = """\

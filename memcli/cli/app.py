@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from memcli.errors import MemcliError
-from memcli.store import Problem, Store
+from memcli.store.store import Problem, Store
 
 # Common options are accepted before or after the command name (SPEC section 4): they are
 # moved in front of the command before click parses, so every command gets them for free.

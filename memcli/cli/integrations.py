@@ -11,10 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memcli import hooks, install, schedule
 from memcli.cli.app import Opts, app, emit_json, opts
-from memcli.model import now, ts_or_none
-from memcli.store import discover, is_store
+from memcli.integrations import hooks, install, schedule
+from memcli.store.model import now, ts_or_none
+from memcli.store.store import discover, is_store
 
 console = Console()
 hook_app = typer.Typer(no_args_is_help=True, help="Commands that agent hooks call.")

@@ -10,10 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memcli import engine, history
 from memcli.cli.app import app, emit_json, notes, opts
+from memcli.consolidate import engine, history
 from memcli.errors import MemcliError
-from memcli.model import Outcome
+from memcli.store.model import Outcome
 
 console = Console()
 err_console = Console(stderr=True)

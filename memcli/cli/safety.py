@@ -6,10 +6,10 @@ import sys
 
 import typer
 
-from memcli import doctor as doctor_core
-from memcli import undo as undo_core
 from memcli.cli.app import app, emit_json, opts
-from memcli.model import Outcome
+from memcli.consolidate import undo as undo_core
+from memcli.store import doctor as doctor_core
+from memcli.store.model import Outcome
 
 
 @app.command()

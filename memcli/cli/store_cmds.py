@@ -11,11 +11,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memcli import memories
 from memcli.cli.app import app, emit_json, notes, opts, warn
 from memcli.errors import MemcliError
-from memcli.model import encode, now
-from memcli.store import init_store
+from memcli.store import memories
+from memcli.store.model import encode, now
+from memcli.store.store import init_store
 
 console = Console()
 

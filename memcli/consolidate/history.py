@@ -1,0 +1,129 @@
+"""Reading runs back: the log, stats, the review queue, and applying a saved plan."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memcli.consolidate import engine, review
+from memcli.errors import MemcliError, NotFoundError, PlanMismatchError
+from memcli.store import log
+from memcli.store.model import Outcome, Plan, format_ts, now, sha256
+from memcli.store.store import Store
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def recent_runs(store: Store, last: int, run_id: str | None = None) -> list[dict[str, Any]]:
+    entries = log.read_entries(store.root)
+    if run_id:
+        found = [e for e in entries if e.get("run_id") == run_id]
+        if not found:
+            raise NotFoundError(f"no run {run_id} in the log (see `memcli log`)")
+        return found
+    return entries[-last:] if last > 0 else entries
+
+
+def store_stats(store: Store) -> dict[str, Any]:
+    """Memories by scope and type, runs, actions by type, memory count over time."""
+    by_scope: dict[str, Counter[str]] = {}
+    total = 0
+    for folder in store.memory_folders():
+        scan = store.scan(folder, load=False)
+        counts = by_scope.setdefault(folder.scope, Counter())
+        counts.update(str(e.get("type")) for e in scan.entries)
+        total += len(scan.entries)
+    archived = len(store.scan(store.archive_folder(), load=False).entries)
+    entries = log.read_entries(store.root)
+    actions = Counter(a.get("type") for e in entries for a in e.get("actions", []))
+    series = [int(e.get("stats", {}).get("memory_count", 0)) for e in entries]
+    return {"memory_count": total, "archived_count": archived,
+            "by_scope_type": {k: dict(v) for k, v in by_scope.items()},
+            "runs": len(entries), "runs_by_trigger": dict(Counter(e.get("trigger") for e in entries)),
+            "actions_by_type": dict(actions), "memory_count_over_time": series,
+            "chart": sparkline(series)}
+
+
+def sparkline(values: list[int], width: int = 60) -> str:
+    """A one-line chart with min and max, the last `width` values."""
+    if not values:
+        return ""
+    values = values[-width:]
+    low, high = min(values), max(values)
+    span = (high - low) or 1
+    bars = "".join(_BARS[int((v - low) / span * (len(_BARS) - 1))] for v in values)
+    return f"{bars}  min {low}, max {high}, now {values[-1]}"
+
+
+def review_items(store: Store, include_resolved: bool) -> list[dict[str, Any]]:
+    items = review.read_items(store.root)
+    return items if include_resolved else [i for i in items if i.get("status") == "open"]
+
+
+def resolve_review(store: Store, item_id: str, decision: str, wait: float) -> dict[str, Any]:
+    """Keep both (mark resolved) or merge the pair as a logged, undoable run."""
+    with store.writing(wait):
+        item = review.get_item(store.root, item_id)
+        if item.get("status") != "open":
+            raise MemcliError(f"{item_id} is already resolved ({item.get('resolution')})")
+        stamp = format_ts(now())
+        if decision == "keep_both":
+            review.mark_resolved(store.root, item_id, "keep_both", stamp)
+            return {"id": item_id, "resolution": "keep_both", "message": f"{item_id}: kept both"}
+        outcome = _merge_pair(store, [str(i) for i in item.get("memory_ids", [])])
+        review.mark_resolved(store.root, item_id, "merge", stamp, outcome.run_id)
+        return {"id": item_id, "resolution": "merge", "run_id": outcome.run_id,
+                "actions": outcome.actions,
+                "message": f"{item_id}: merged in run {outcome.run_id} (undo: memcli undo {outcome.run_id})"}
+
+
+def _merge_pair(store: Store, ids: list[str]) -> Outcome:
+    found = [store.find(i, archived=False) for i in ids]
+    folders = {f.rel for _, f in found}
+    if len(found) != 2 or len(folders) != 1:
+        raise MemcliError("a review merge needs two live memories in the same folder")
+    planner = engine.Planner(store, engine.RunOptions(trigger="review", folders=[found[0][1]]), now())
+    planner.load()
+    pair = [planner.live[i] for i in ids if i in planner.live]
+    if len(pair) != 2:
+        raise MemcliError("one of the pair is no longer live; nothing to merge")
+    from memcli.consolidate import rules
+
+    newer, older = sorted(pair, key=lambda i: rules.newest_first_key(i.mem), reverse=True)
+    planner._merge_group(newer, [older])
+    return engine.apply(store, engine.Planning(planner.plan, planner.problems))
+
+
+def apply_plan_file(store: Store, path: Path, wait: float) -> Outcome:
+    """Apply exactly a saved plan: refused whole unless every file is as the plan saw it."""
+    try:
+        plan = Plan.from_json(orjson.loads(path.read_bytes()))
+    except FileNotFoundError as exc:
+        raise MemcliError(f"{path}: no such plan file") from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MemcliError(f"{path}: not a memcli plan ({exc})") from exc
+    with store.writing(wait):
+        changed = _changed_since_plan(store, plan)
+        if changed:
+            raise PlanMismatchError("the store changed since the plan was made; re-plan. Changed: "
+                                    + ", ".join(changed[:20]))
+        return engine.apply(store, engine.Planning(plan))
+
+
+def _changed_since_plan(store: Store, plan: Plan) -> list[str]:
+    first: dict[str, str | None] = {}
+    for action in plan.actions:
+        for op in action.ops:
+            first.setdefault(op.path, op.expect)
+    changed = []
+    for rel, expect in first.items():
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
+            raise MemcliError(f"plan names a path outside the store: {rel}")
+        path = store.root / rel
+        current = sha256(path.read_bytes()) if path.exists() else None
+        if current != expect:
+            changed.append(rel)
+    return changed

@@ -1,0 +1,298 @@
+"""The consolidation rules of SPEC sections 2 and 3 as pure functions: no I/O, no clock.
+
+Each rule is one named function; the engine calls them in order and turns their answers
+into a plan. `now` is always passed in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from rapidfuzz import fuzz
+from rapidfuzz.utils import default_process
+
+from memcli.config import Consolidation
+from memcli.store.model import Memory
+
+_SCORERS = {
+    "token_sort_ratio": fuzz.token_sort_ratio,
+    "token_set_ratio": fuzz.token_set_ratio,
+    "ratio": fuzz.ratio,
+    "partial_ratio": fuzz.partial_ratio,
+    "WRatio": fuzz.WRatio,
+    "QRatio": fuzz.QRatio,
+}
+
+
+# ---------------------------------------------------------------- section 2: exclusions
+
+
+def protection_reason(mem: Memory, now: dt.datetime, cfg: Consolidation, consent: bool = False) -> str | None:
+    """Why a memory is protected (SPEC 2), or None. Protected memories are never rewritten,
+    moved or archived by a consolidation action."""
+    data = mem.facts  # every field here is in the index entry too: no need to read the file
+    if data.get("priority") == "critical":
+        return "critical"
+    tags = set(mem.tags)
+    if "permanent" in tags:
+        return "permanent"
+    if "protected" in tags:
+        return "protected_tag"
+    if mem.created_by == "USER" and data.get("consent") is not True and not consent:
+        return "user_without_consent"
+    if mem.type == "semantic" and mem.subtype == "decision":
+        return "decision"
+    if is_fresh(mem, now, cfg.min_age_days):
+        return "fresh"
+    return None
+
+
+def is_fresh(mem: Memory, now: dt.datetime, min_age_days: float) -> bool:
+    """Younger than `min_age_days` by created_at; a future created_at is fresh too."""
+    created = mem.ts("created_at")
+    return created is None or now - created < dt.timedelta(days=min_age_days)
+
+
+def takes_part(mem: Memory) -> bool:
+    """Archived and superseded memories take part in no rule."""
+    return not mem.facts.get("superseded_by") and "archived_at" not in mem.facts
+
+
+# ---------------------------------------------------------------- similarity
+
+
+def content_text(content: dict[str, Any]) -> str:
+    """summary, details, then the other top-level string values sorted by key, normalised."""
+    parts = [content.get("summary"), content.get("details")]
+    parts += [content[k] for k in sorted(content) if k not in ("summary", "details")]
+    return default_process(" ".join(p for p in parts if isinstance(p, str)))
+
+
+def raw_text(content: dict[str, Any]) -> str:
+    """The same text before normalisation: what the guards look at (case and digits matter)."""
+    parts = [content.get("summary"), content.get("details")]
+    parts += [content[k] for k in sorted(content) if k not in ("summary", "details")]
+    return " ".join(p for p in parts if isinstance(p, str))
+
+
+def similarity(a: str, b: str, scorer: str = "token_sort_ratio") -> float:
+    """Content similarity of two normalised texts, 0..1."""
+    return _SCORERS[scorer](a, b, processor=None) / 100.0
+
+
+def scorer_fn(scorer: str) -> Any:
+    return _SCORERS[scorer]
+
+
+def tag_overlap(a: Iterable[str], b: Iterable[str]) -> float:
+    """Jaccard overlap of two tag sets; two empty sets count as 1.0."""
+    sa, sb = set(a), set(b)
+    if not sa and not sb:
+        return 1.0
+    return len(sa & sb) / len(sa | sb)
+
+
+def promotion_linked(a: Memory, b: Memory) -> bool:
+    """Memories linked by promotion are never duplicates of each other."""
+    da, db = a.facts, b.facts
+    return (da.get("promoted_to") == b.id or db.get("promoted_to") == a.id
+            or da.get("promoted_from") == b.id or db.get("promoted_from") == a.id
+            or (da.get("promoted_from") is not None and da.get("promoted_from") == db.get("promoted_from")))
+
+
+# ---------------------------------------------------------------- ordering and change
+
+
+def newest_first_key(mem: Memory) -> tuple[str, str, str]:
+    """created_at, then updated_at, then id: sorting by it descending puts the newest first."""
+    facts = mem.facts
+    created, updated = facts.get("created_at"), facts.get("updated_at")
+    if type(created) is str and type(updated) is str and len(created) == len(updated) == 20 and (
+            created[10] == updated[10] == "T" and created[19] == updated[19] == "Z"):
+        return (created, updated, mem.id)  # both canonical (the common case), checked inline
+    return (_sortable(created), _sortable(updated), mem.id)
+
+
+def _sortable(value: Any) -> str:
+    """A timestamp as a string that sorts in time order. Canonical UTC stamps already do
+    (the common case, no parsing); others are parsed and rewritten."""
+    if isinstance(value, str) and len(value) == 20 and value[10] == "T" and value[19] == "Z":
+        return value
+    from memcli.store.model import format_ts, ts_or_none
+
+    moment = ts_or_none(value)
+    return format_ts(moment) if moment else ""
+
+
+def edited_since_run(mem: Memory, run_hash: str | None, had_run: bool) -> bool:
+    """Changed since the last successful run (SPEC 6): the file differs from its run_hash and
+    the record was edited after it was created. With no earlier run: never."""
+    if not had_run or (run_hash is not None and run_hash == mem.content_hash):
+        return False
+    created, updated = mem.ts("created_at"), mem.ts("updated_at")
+    return created is not None and updated is not None and updated > created
+
+
+# ---------------------------------------------------------------- 3.1 merge duplicates
+
+
+def is_duplicate_pair(a: Memory, b: Memory, score: float, cfg: Consolidation) -> bool:
+    """The duplicate rule before guards: same type/subtype, tags and content above thresholds,
+    not linked by promotion. Callers ensure both are in the same folder."""
+    return (a.type == b.type and a.subtype == b.subtype
+            and tag_overlap(a.tags, b.tags) > cfg.tag_overlap
+            and score > cfg.content_similarity
+            and not promotion_linked(a, b))
+
+
+def merge_into_keeper(keeper: dict[str, Any], members: list[dict[str, Any]], stamp: str) -> dict[str, Any]:
+    """The keeper after absorbing members (newest first): union of tags (its own order first),
+    content keys it lacks, lists united without repeats, access counts summed, latest access."""
+    out = dict(keeper)
+    content = dict(out.get("content") or {})
+    tags = list(out.get("tags") or [])
+    for member in members:
+        tags += [t for t in member.get("tags") or [] if t not in tags]
+        for key, value in (member.get("content") or {}).items():
+            if key not in content:
+                content[key] = value
+            elif isinstance(content[key], list) and isinstance(value, list):
+                content[key] = _union_list(content[key], value)
+    out["tags"] = tags
+    out["content"] = content
+    out["access_count"] = sum(int(m.get("access_count") or 0) for m in [keeper, *members])
+    out["last_accessed"] = _latest([m.get("last_accessed") for m in [keeper, *members]])
+    out["supersedes"] = list(out.get("supersedes") or []) + [
+        str(m["id"]) for m in members if m["id"] not in (out.get("supersedes") or [])]
+    out["updated_at"] = stamp
+    return out
+
+
+def _union_list(first: list[Any], second: list[Any]) -> list[Any]:
+    import orjson
+
+    seen = {orjson.dumps(v, option=orjson.OPT_SORT_KEYS) for v in first}
+    out = list(first)
+    for value in second:
+        key = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        if key not in seen:
+            seen.add(key)
+            out.append(value)
+    return out
+
+
+def _latest(stamps: list[Any]) -> Any:
+    from memcli.store.model import ts_or_none
+
+    known = [(moment, s) for s in stamps if (moment := ts_or_none(s)) is not None]
+    return max(known, key=lambda pair: pair[0])[1] if known else None
+
+
+def archived_record(data: dict[str, Any], *, reason: str, folder: str, run_id: str, stamp: str,
+                    superseded_by: str | None = None) -> dict[str, Any]:
+    """A record as it goes into archive/: whole, plus the four archive fields."""
+    out = dict(data)
+    if superseded_by is not None:
+        out["superseded_by"] = [superseded_by]
+    out.update(archived_at=stamp, archive_reason=reason, archived_from=folder, archive_run_id=run_id)
+    return out
+
+
+# ---------------------------------------------------------------- 3.2 summarise verbose episodic
+
+
+def needs_summary(mem: Memory, now: dt.datetime, cfg: Consolidation) -> bool:
+    """Episodic, older than summarize_after_days, details longer than summarize_min_chars,
+    not tagged `summarized`."""
+    if mem.type != "episodic" or mem.details_len() <= cfg.summarize_min_chars:
+        return False  # the cheap tests first: this runs for every memory of the store
+    created = mem.ts("created_at")
+    return (created is not None and now - created > dt.timedelta(days=cfg.summarize_after_days)
+            and "summarized" not in mem.tags)
+
+
+def summarized_record(data: dict[str, Any], summary: str, stamp: str) -> dict[str, Any]:
+    """details replaced by the summary, tag `summarized`, timeline cut to first 3 + last 3."""
+    out = dict(data)
+    content = dict(out.get("content") or {})
+    content["details"] = summary
+    timeline = content.get("timeline")
+    if isinstance(timeline, list) and len(timeline) > 6:
+        content["timeline"] = timeline[:3] + timeline[-3:]
+    out["content"] = content
+    out["tags"] = list(out.get("tags") or []) + ["summarized"]
+    out["updated_at"] = stamp
+    return out
+
+
+# ---------------------------------------------------------------- 3.3 promote patterns
+
+
+def promotion_target(mem: Memory, cfg: Consolidation) -> str | None:
+    """'team' or 'global' when a procedural memory has earned promotion, else None."""
+    if mem.type != "procedural" or mem.facts.get("promoted_to"):
+        return None
+    count = int(mem.facts.get("access_count") or 0)
+    if count < min(cfg.promote_to_team, cfg.promote_to_global):
+        return None
+    scope = mem.facts.get("scope") or _scope_from_path(mem)
+    if scope == "agent" and count >= cfg.promote_to_team:
+        return "team"
+    if scope == "team" and count >= cfg.promote_to_global:
+        return "global"
+    return None
+
+
+def _scope_from_path(mem: Memory) -> str:
+    return mem.path.parent.parent.name if mem.path.parent.parent.name in ("agent", "team") else "global"
+
+
+def promoted_copy(data: dict[str, Any], *, new_id: str, scope: str, scope_id: str,
+                  stamp: str) -> dict[str, Any]:
+    """The copy written one level up: a new id, the tag `promoted`, counters reset."""
+    out = dict(data)
+    tags = list(out.get("tags") or [])
+    out.update(id=new_id, scope=scope, scope_id=scope_id,
+               tags=tags + (["promoted"] if "promoted" not in tags else []),
+               promoted_from=data["id"], promoted_to=None, access_count=0, last_accessed=None,
+               created_at=stamp, updated_at=stamp, supersedes=[], superseded_by=[])
+    return out
+
+
+# ---------------------------------------------------------------- 3.4 archive stale
+
+
+def is_stale(mem: Memory, now: dt.datetime, cfg: Consolidation) -> bool:
+    """Never used, or last used more than stale_after_days ago. A last_accessed in the future
+    never makes a memory stale; a memory used but with no last_accessed falls back to
+    updated_at, then created_at."""
+    if int(mem.facts.get("access_count") or 0) == 0:
+        return True
+    cutoff = _cutoff(now, cfg.stale_after_days)
+    value = mem.facts.get("last_accessed")
+    if cutoff is not None and isinstance(value, str) and _canonical(value):
+        return value < cutoff  # canonical UTC stamps compare as strings: no parsing
+    last = mem.ts("last_accessed") or mem.ts("updated_at") or mem.ts("created_at")
+    return last is not None and now - last > dt.timedelta(days=cfg.stale_after_days)
+
+
+def _canonical(value: Any) -> bool:
+    """`YYYY-MM-DDTHH:MM:SSZ`: sorts as a string in time order (a bad one fails validation)."""
+    return isinstance(value, str) and len(value) == 20 and value[10] == "T" and value[19] == "Z"
+
+
+_CUTOFF: list[tuple[dt.datetime, float, str | None]] = []  # the last one asked for: one run, one value
+
+
+def _cutoff(now: dt.datetime, days: float) -> str | None:
+    """now - days as a canonical stamp, when that is exact (now in whole seconds)."""
+    if _CUTOFF and _CUTOFF[0][0] is now and _CUTOFF[0][1] == days:
+        return _CUTOFF[0][2]
+    from memcli.store.model import format_ts
+
+    moment = now - dt.timedelta(days=days)
+    exact = moment.microsecond == 0 and moment.utcoffset() == dt.timedelta(0)
+    _CUTOFF[:] = [(now, days, format_ts(moment) if exact else None)]
+    return _CUTOFF[0][2]

@@ -1,0 +1,111 @@
+"""Which pairs of a block are similar enough to look at: the scoring behind rule 3.1.
+
+Small blocks are scored all-pairs in C (rapidfuzz `cdist`). Large blocks first find
+candidate pairs (exact normalised-text hash plus MinHash/LSH, see `candidates`) and score only
+those, so a 100,000-memory store is not compared quadratically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rapidfuzz import process
+
+from memcli.consolidate.rules import scorer_fn
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+# Above this many texts in one block, candidates come from LSH: all-pairs scoring costs about
+# 7 us a pair on memory-sized texts, so 40 texts (780 pairs) is about the break-even point.
+ALL_PAIRS_MAX = 40
+
+
+def similar_pairs(texts: Sequence[str], scorer: str, threshold: float, *,
+                  focus: list[int] | None = None, floor: float | None = None,
+                  sigs: list[bytes] | None = None,
+                  lengths: list[int] | None = None) -> dict[tuple[int, int], float]:
+    """{(i, j): similarity} for i < j with similarity > threshold (or >= floor when given, for
+    the LLM's discovery band). With `focus`, only pairs involving those indices. With `sigs`
+    (and the texts' `lengths`), a text is looked at only when one of its candidate pairs
+    passes the signature filter: `texts` may make them on demand."""
+    cutoff = (floor if floor is not None else threshold) * 100
+    if len(texts) < 2:
+        return {}
+    if len(texts) <= ALL_PAIRS_MAX:
+        return _all_pairs(list(texts), scorer, cutoff, threshold if floor is None else None, focus)
+    return _candidate_pairs(texts, scorer, cutoff, threshold if floor is None else None, focus, sigs, lengths)
+
+
+def _keep(score: float, cutoff: float, strict: float | None) -> bool:
+    return score / 100 > strict if strict is not None else score >= cutoff
+
+
+def _all_pairs(texts: list[str], scorer: str, cutoff: float, strict: float | None,
+               focus: list[int] | None) -> dict[tuple[int, int], float]:
+    rows = focus if focus is not None else list(range(len(texts)))
+    if not rows:
+        return {}
+    matrix = process.cdist([texts[i] for i in rows], texts, scorer=scorer_fn(scorer),
+                           processor=None, score_cutoff=cutoff)
+    found: dict[tuple[int, int], float] = {}
+    for r, i in enumerate(rows):
+        for j in matrix[r].nonzero()[0]:
+            j = int(j)
+            if i != j and _keep(float(matrix[r][j]), cutoff, strict):
+                found[(min(i, j), max(i, j))] = float(matrix[r][j]) / 100
+    return found
+
+
+def _candidate_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
+                     focus: list[int] | None, sigs: list[bytes] | None,
+                     lengths: list[int] | None) -> dict[tuple[int, int], float]:
+    import numpy as np  # numpy only for large blocks: `memcli add` and small stores never load it
+
+    from memcli.consolidate import candidates
+
+    sigs = sigs if sigs is not None else candidates.signatures(list(texts))
+    # Equal texts have equal signatures, which share every band: LSH finds them without the
+    # exact-text keys, which would need every text.
+    if focus is not None:
+        near = np.array(sorted(candidates.candidate_pairs_for(focus, sigs, None)), dtype=np.int64)
+        near = near.reshape(-1, 2)
+    else:
+        near = candidates.candidate_pair_array(sigs)
+    lengths = lengths if lengths is not None else [len(t) for t in texts]
+    # The discovery band of the LLM wants the weaker pairs too: no agreement filter there.
+    pairs = _likely(near, sigs, lengths) if strict is not None else [(i, j) for i, j in near.tolist()]
+    fn = scorer_fn(scorer)
+    found: dict[tuple[int, int], float] = {}
+    for i, j in pairs:
+        score = fn(texts[i], texts[j], processor=None, score_cutoff=cutoff)
+        if score and _keep(score, cutoff, strict):
+            found[(min(i, j), max(i, j))] = score / 100
+    return found
+
+
+# Candidates whose signatures agree on fewer than this share of values are not scored: on
+# planted near-duplicates the true pairs (similarity > 0.80) agree on 0.40 or more, while
+# about 97% of the false candidates agree on less (measured by bench/run.py). Short texts
+# have noisy estimates and are cheap to score, so they are always scored.
+MIN_AGREEMENT = 0.30
+SHORT_TEXT = 100
+
+
+def _likely(pairs: npt.NDArray[np.int64], sigs: list[bytes],
+            text_lengths: list[int]) -> list[tuple[int, int]]:
+    """The candidate pairs (sorted (m, 2) array) worth scoring."""
+    import numpy as np
+
+    from memcli.consolidate.candidates import signature_matrix
+
+    if not len(pairs):
+        return []
+    matrix = signature_matrix(sigs)
+    agreement = (matrix[pairs[:, 0]] == matrix[pairs[:, 1]]).mean(axis=1)
+    lengths = np.array(text_lengths)
+    short = np.minimum(lengths[pairs[:, 0]], lengths[pairs[:, 1]]) < SHORT_TEXT
+    kept = pairs[(agreement >= MIN_AGREEMENT) | short]
+    return list(zip(kept[:, 0].tolist(), kept[:, 1].tolist(), strict=True))

@@ -1,0 +1,348 @@
+"""Reversing a run (`undo`) and bringing one archived memory back (`restore`), SPEC 4 and 8.
+
+Both are plans like a consolidation run's: actions carrying `FileOp`s, each with the hash its
+file must have just before, executed by the same `engine.apply`. So an undo or a restore gets
+its own journal, pre-images, manifest and log entry (trigger `undo` or `restore`): it is
+crash-safe the same way, and can itself be undone.
+
+Undo reads `archive/runs/<run_id>/manifest.json`. For each file the run changed:
+- it existed before and after: rewrite it with its pre-image;
+- it existed before only (a memory the run moved away): create it again from its pre-image;
+- it exists after only, under archive/ (a copy the run archived): remove it (its bytes stay in
+  the undo run's own pre-images);
+- it exists after only, in a memory folder: when the same id left another place in that run
+  (a move, e.g. a restore) remove it; otherwise it is a memory the run created (a promoted
+  copy) and it moves to the archive with reason `undone`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memcli.consolidate import engine, rules
+from memcli.errors import MemcliError, NotFoundError, UndoRefusedError
+from memcli.store import journal, log
+from memcli.store.model import (
+    ARCHIVE_FIELDS,
+    Action,
+    FileOp,
+    Memory,
+    Outcome,
+    decode,
+    encode,
+    fmt_of,
+    is_valid_id,
+    now,
+    sha256,
+)
+from memcli.store.store import Folder, Store
+
+RUN_ID_RE = re.compile(r"^run_[0-9A-Za-z_-]{1,64}$")
+_ROOTS = ("agent", "team", "global", "archive")
+
+
+@dataclass
+class Change:
+    """One file of a run's manifest."""
+
+    path: str
+    before: str | None
+    after: str | None
+
+    @property
+    def mem_id(self) -> str:
+        return Path(self.path).stem.split("@")[0]
+
+    @property
+    def archived_copy(self) -> bool:
+        return self.path.split("/", 1)[0] == "archive"
+
+
+# ---------------------------------------------------------------- undo
+
+
+def undo_run(store: Store, run_id: str, wait: float = 10.0) -> Outcome:
+    """Reverse run `run_id` exactly, as a new logged run with trigger `undo`."""
+    return _run(store, wait, lambda: plan_undo(store, run_id, now()))
+
+
+def _run(store: Store, wait: float, make_plan: Callable[[], engine.Planning]) -> Outcome:
+    """Plan and apply under the lock, after recovering any interrupted run."""
+    with store.writing(wait) as recovered:
+        outcome = engine.apply(store, make_plan())
+    outcome.notes = recovered + outcome.notes
+    return outcome
+
+
+def plan_undo(store: Store, run_id: str, moment: dt.datetime) -> engine.Planning:
+    """The plan that puts back every file `run_id` changed; refused (UndoRefusedError) when
+    that cannot be done exactly."""
+    check_undoable(store, run_id)
+    changes = read_manifest(store, run_id)
+    refuse_changed(store, run_id, changes)
+    planner = _planner(store, "undo", moment)
+    moved = {c.mem_id for c in changes if c.before is not None and c.after is None}
+    created = [c for c in changes if _is_created_memory(c, moved)]
+    planner.add(_undo_action(store, run_id, changes, [c for c in changes if c not in created]))
+    for change in created:
+        planner.add(_archive_created(store, planner, change))
+    planner.plan.memory_count = _live_count_after(store, planner.plan.actions)
+    return engine.Planning(planner.plan)
+
+
+def refuse_changed(store: Store, run_id: str, changes: list[Change]) -> None:
+    """Refuse, naming each file, when any file is no longer as the run left it."""
+    changed = [describe_change(store, c) for c in changes if current_hash(store, c.path) != c.after]
+    if changed:
+        raise UndoRefusedError(
+            f"cannot undo {run_id}: {len(changed)} file(s) changed since that run: "
+            + "; ".join(changed) + ". Undo refused so that these changes are not lost: put the "
+            "files back as the run left them, or undo the later runs first (newest first)")
+
+
+def _undo_action(store: Store, run_id: str, changes: list[Change], restore: list[Change]) -> Action:
+    """The logged `undo` action: every file back to its pre-image, or gone when the run made it."""
+    ops = [_restore_op(store, run_id, c) for c in restore if (c.before, c.after) != (None, None)]
+    return Action("undo", {"type": "undo", "run_id": run_id, "files_restored": len(changes)},
+                  f"put back the {len(changes)} file(s) {run_id} changed",
+                  touches=sorted({c.mem_id for c in changes}), ops=_ordered(ops),
+                  folders=sorted({_index_folder(c.path) for c in changes}))
+
+
+def check_undoable(store: Store, run_id: str) -> None:
+    """Refuse a run that is not in the log, or was undone already (and not redone)."""
+    if not RUN_ID_RE.match(run_id):
+        raise NotFoundError(f"bad run id {run_id!r} (expected run_ followed by letters and digits)")
+    entries = log.read_entries(store.root)
+    if not any(e.get("run_id") == run_id for e in entries):
+        raise UndoRefusedError(f"{run_id} is not in the log (see `memcli log`): a run that did not "
+                               "finish was rolled back already, so there is nothing to undo")
+    by = undone_by(entries, run_id)
+    if by is not None:
+        raise UndoRefusedError(f"{run_id} was already undone by {by} "
+                               f"(to redo it: memcli undo {by})")
+
+
+def undone_by(entries: list[dict[str, Any]], run_id: str) -> str | None:
+    """The undo run that reversed `run_id` and was not itself undone since, or None."""
+    for entry in reversed(entries):
+        if entry.get("trigger") != "undo":
+            continue
+        names = any(a.get("type") == "undo" and a.get("run_id") == run_id
+                    for a in entry.get("actions", []) if isinstance(a, dict))
+        undo_id = str(entry.get("run_id"))
+        if names and undo_id != run_id and undone_by(entries, undo_id) is None:
+            return undo_id
+    return None
+
+
+def read_manifest(store: Store, run_id: str) -> list[Change]:
+    path = journal.run_dir(store, run_id) / "manifest.json"
+    try:
+        raw = orjson.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise UndoRefusedError(f"{run_id} changed no memory file (it has no manifest): "
+                               "nothing to undo") from exc
+    except (OSError, ValueError) as exc:
+        raise UndoRefusedError(f"{store.rel(path)} is unreadable ({exc}); cannot undo {run_id}") from exc
+    try:
+        changes = [Change(str(f["path"]), f.get("sha256_before"), f.get("sha256_after"))
+                   for f in raw["files"]]
+    except (KeyError, TypeError) as exc:
+        raise UndoRefusedError(f"{store.rel(path)} is not a run manifest; cannot undo {run_id}") from exc
+    for change in changes:
+        _check_path(change.path, run_id)
+    return changes
+
+
+def _check_path(rel: str, run_id: str) -> None:
+    parts = Path(rel).parts
+    if (not parts or Path(rel).is_absolute() or ".." in parts or parts[0] not in _ROOTS
+            or parts[:2] == ("archive", "runs")):
+        raise UndoRefusedError(f"the manifest of {run_id} names a path memcli does not own: {rel!r}")
+
+
+def current_hash(store: Store, rel: str) -> str | None:
+    """The file's hash now (None: nothing there; a symlink never matches a hash)."""
+    path = store.root / rel
+    if path.is_symlink():
+        return journal.SYMLINK
+    try:
+        return sha256(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def describe_change(store: Store, change: Change) -> str:
+    if change.after is None:
+        return f"{change.path} (exists again)"
+    if not (store.root / change.path).exists():
+        return f"{change.path} (gone)"
+    return f"{change.path} (changed)"
+
+
+def _is_created_memory(change: Change, moved: set[str]) -> bool:
+    return (change.before is None and change.after is not None and not change.archived_copy
+            and change.mem_id not in moved)
+
+
+def _restore_op(store: Store, run_id: str, change: Change) -> FileOp:
+    if change.before is None:
+        return FileOp("remove", change.path, change.after)
+    data = _pre_image(store, run_id, change)
+    if change.after is None:
+        return FileOp("create", change.path, None, data)
+    return FileOp("write", change.path, change.after, data)
+
+
+def _pre_image(store: Store, run_id: str, change: Change) -> bytes:
+    path = journal.run_dir(store, run_id) / change.path
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UndoRefusedError(f"the pre-image {store.rel(path)} is missing; cannot undo {run_id}") from exc
+    if sha256(data) != change.before:
+        raise UndoRefusedError(f"the pre-image {store.rel(path)} does not match the manifest; "
+                               f"cannot undo {run_id}")
+    return data
+
+
+def _ordered(ops: list[FileOp]) -> list[FileOp]:
+    """Rewrites, then re-creations, then removals: a memory is never missing in between."""
+    rank = {"write": 0, "create": 1, "remove": 2}
+    return sorted(ops, key=lambda op: (rank[op.kind], op.path))
+
+
+def _archive_created(store: Store, planner: engine.Planner, change: Change) -> Action:
+    """A memory the undone run created moves to the archive (reason `undone`)."""
+    path = store.root / change.path
+    fmt = fmt_of(path) or "json"
+    raw = path.read_bytes()
+    try:
+        mem = Memory(decode(raw, fmt), path, fmt, change.after or sha256(raw))  # expected as the run left it
+    except ValueError as exc:
+        raise UndoRefusedError(f"{change.path} is unreadable ({exc}); cannot archive it") from exc
+    folder = _memory_folder(store, change.path)
+    item = engine.Live(mem, folder, change.path, None, False)
+    planner.live[mem.id] = item
+    data = rules.archived_record(mem.data, reason="undone", folder=folder.rel,
+                                 run_id=planner.plan.run_id, stamp=planner.stamp)
+    return Action("undo_archive", {"type": "archive", "memory_id": mem.id, "reason": "undone"},
+                  f"{mem.id} was created by the undone run: moved to the archive",
+                  touches=[mem.id], ops=planner.archive_ops(item, data),
+                  folders=[folder.rel, "archive"])
+
+
+# ---------------------------------------------------------------- restore
+
+
+def restore_memory(store: Store, mem_id: str, wait: float = 10.0) -> Outcome:
+    """Bring one archived memory back to the folder it left, as a logged run (`restore`)."""
+    return _run(store, wait, lambda: plan_restore(store, mem_id, now()))
+
+
+def plan_restore(store: Store, mem_id: str, moment: dt.datetime) -> engine.Planning:
+    if not is_valid_id(mem_id):
+        raise NotFoundError(f"bad memory id {mem_id!r} (expected mem_ and 1-64 of [0-9A-Za-z_-])")
+    live = live_paths(store, mem_id)
+    if live:
+        raise MemcliError(f"{mem_id} is live already ({', '.join(live)}); nothing to restore")
+    mem = latest_archived(store, mem_id)
+    folder = origin_folder(store, mem)
+    planner = _planner(store, "restore", moment)
+    data = restored_record(mem.data, planner.stamp)
+    dest = store.rel(folder.path / f"{mem_id}.{mem.fmt}")
+    source = store.rel(mem.path)
+    ops = [FileOp("create", dest, None, encode(data, mem.fmt)),
+           FileOp("remove", source, mem.content_hash)]
+    planner.add(Action("restore", {"type": "restore", "memory_id": mem_id, "from": source,
+                                   "to": folder.rel},
+                       f"restored {mem_id} from {source} to {folder.rel} (counted as a use)",
+                       touches=[mem_id], ops=ops, folders=[folder.rel, "archive"]))
+    planner.plan.memory_count = _live_count_after(store, planner.plan.actions)
+    return engine.Planning(planner.plan)
+
+
+def restored_record(data: dict[str, Any], stamp: str) -> dict[str, Any]:
+    """The record back in its folder: without the archive fields and `superseded_by` (it is
+    a live memory on its own again), with the restore counted as a use."""
+    out = {k: v for k, v in data.items() if k not in ARCHIVE_FIELDS}
+    if "superseded_by" in out:
+        out["superseded_by"] = []
+    out["access_count"] = int(out.get("access_count") or 0) + 1
+    out["last_accessed"] = stamp
+    return out
+
+
+def live_paths(store: Store, mem_id: str) -> list[str]:
+    found = []
+    for folder in store.memory_folders():
+        for ext in ("json", "md"):
+            path = folder.path / f"{mem_id}.{ext}"
+            if path.exists() or path.is_symlink():
+                found.append(store.rel(path))
+    return found
+
+
+def latest_archived(store: Store, mem_id: str) -> Memory:
+    """The most recently archived version of a memory (by archived_at, then file name)."""
+    archive = store.archive_folder()
+    names = [f"{mem_id}.json", f"{mem_id}.md"]
+    paths = [archive.path / n for n in names if (archive.path / n).exists()]
+    paths += sorted(p for p in archive.path.glob(f"{mem_id}@*") if fmt_of(p))
+    if not paths:
+        raise NotFoundError(f"no archived memory {mem_id} (see `memcli list --archived`)")
+    versions = [store.read_memory(p, archive) for p in paths]
+    return max(versions, key=lambda m: (str(m.data.get("archived_at") or ""), m.path.name))
+
+
+def origin_folder(store: Store, mem: Memory) -> Folder:
+    """The folder an archived memory left (`archived_from`, else its scope)."""
+    origin = mem.data.get("archived_from")
+    if not isinstance(origin, str) or not origin:
+        scope = str(mem.data.get("scope") or "")
+        origin = "global" if scope == "global" else f"{scope}/{mem.data.get('scope_id')}"
+    scope, _, scope_id = origin.partition("/")
+    if scope not in ("agent", "team", "global") or (scope != "global" and not scope_id):
+        raise MemcliError(f"{store.rel(mem.path)}: cannot tell which folder it left ({origin!r})")
+    folder = store.folder(scope, scope_id or "global")
+    if mem.data.get("scope") not in (None, folder.scope):
+        raise MemcliError(f"{store.rel(mem.path)}: its scope {mem.data.get('scope')!r} does not "
+                          f"match the folder it left ({folder.rel})")
+    return folder
+
+
+# ---------------------------------------------------------------- shared
+
+
+def _planner(store: Store, trigger: str, moment: dt.datetime) -> engine.Planner:
+    """A planner over no folder: gives the run id, the stamp and the archive naming."""
+    return engine.Planner(store, engine.RunOptions(trigger=trigger, folders=[]), moment)
+
+
+def _memory_folder(store: Store, rel: str) -> Folder:
+    parts = rel.split("/")
+    if parts[0] == "global":
+        return store.folder("global", "global")
+    return store.folder(parts[0], parts[1])
+
+
+def _index_folder(rel: str) -> str:
+    parts = rel.split("/")
+    return parts[0] if parts[0] in ("global", "archive") else "/".join(parts[:2])
+
+
+def _live_count_after(store: Store, actions: list[Action]) -> int:
+    """How many memory files the live folders will hold once the actions are done."""
+    count = sum(1 for f in store.memory_folders() for p in f.path.iterdir() if fmt_of(p))
+    for op in (op for action in actions for op in action.ops):
+        if op.path.split("/", 1)[0] != "archive":
+            count += {"create": 1, "remove": -1}.get(op.kind, 0)
+    return count

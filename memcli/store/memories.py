@@ -1,0 +1,243 @@
+"""Everyday commands on single memories: add (with the on-save quick check), access, show,
+list, reindex (SPEC section 4). Each is one function the CLI calls and renders."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from memcli.consolidate import rules
+from memcli.errors import BadRecordError, MemcliError
+from memcli.store import fsops, opsfiles
+from memcli.store.model import PRIORITIES, TYPES, Memory, encode, format_ts, new_memory_id
+from memcli.store.store import Folder, FolderScan, Problem, Store
+
+UPDATE_AT = 0.95  # on-save: at or above, the existing memory is updated instead
+FLAG_AT = 0.85  # on-save: from here to UPDATE_AT, written and flagged for the next run
+
+
+@dataclass
+class NewMemory:
+    type: str
+    subtype: str
+    scope: str
+    scope_id: str
+    tags: list[str] = field(default_factory=list)
+    priority: str = "normal"
+    created_by: str = ""
+    summary: str = ""
+    details: str | None = None
+    fmt: str = "json"
+
+
+@dataclass
+class AddResult:
+    id: str
+    path: str
+    action: str  # "created" or "updated"
+    similar_to: str | None = None
+    similarity: float | None = None
+    flag_reason: str | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+
+def add_memory(store: Store, new: NewMemory, moment: dt.datetime) -> AddResult:
+    """Write a memory, or update a near-identical one already there (the quick check)."""
+    _check_new(new)
+    folder = store.folder(new.scope, new.scope_id)
+    record = _record(new, moment)
+    draft = Memory(record, folder.path / f"{record['id']}.{new.fmt}", new.fmt)
+    scan = store.scan(folder, load=False)
+    match, score = _closest(store, folder, scan.entries, draft, scan.problems)
+    if match is not None and score >= FLAG_AT:
+        verdict = _quick_verdict(store, match, draft, score, moment)
+        if verdict is None:
+            return _update_existing(store, folder, match, draft, score, moment, scan)
+        _write_new(store, folder, draft, scan)
+        _flag_pair(store, match.id, draft.id, score, verdict, moment)
+        return AddResult(draft.id, store.rel(draft.path), "created", match.id, score, verdict,
+                         scan.problems)
+    _write_new(store, folder, draft, scan)
+    return AddResult(draft.id, store.rel(draft.path), "created", problems=scan.problems)
+
+
+def _check_new(new: NewMemory) -> None:
+    if new.type not in TYPES:
+        raise MemcliError(f"unknown type {new.type!r} (use one of {', '.join(TYPES)})")
+    if new.priority not in PRIORITIES:
+        raise MemcliError(f"unknown priority {new.priority!r} (use one of {', '.join(PRIORITIES)})")
+    if new.fmt not in ("json", "md"):
+        raise MemcliError(f"unknown format {new.fmt!r} (use json or md)")
+    if not (new.summary or new.details):
+        raise MemcliError("a memory needs --summary or --details")
+    if any(not isinstance(t, str) or not t.strip() for t in new.tags):
+        raise MemcliError("tags must be non-empty strings")
+
+
+def _record(new: NewMemory, moment: dt.datetime) -> dict[str, Any]:
+    content: dict[str, Any] = {"summary": new.summary}
+    if new.details:
+        content["details"] = new.details
+    stamp = format_ts(moment)
+    return {"id": new_memory_id(moment), "type": new.type, "subtype": new.subtype,
+            "scope": new.scope, "scope_id": new.scope_id if new.scope != "global" else "global",
+            "tags": list(dict.fromkeys(new.tags)), "priority": new.priority,
+            "created_by": new.created_by, "consent": False, "created_at": stamp,
+            "updated_at": stamp, "last_accessed": None, "access_count": 0, "content": content,
+            "supersedes": [], "superseded_by": [], "promoted_to": None, "promoted_from": None}
+
+
+def _closest(store: Store, folder: Folder, entries: list[dict[str, Any]], draft: Memory,
+             problems: list[Problem]) -> tuple[Memory | None, float]:
+    """The most similar memory of the same folder, type and subtype that meets the tag rule."""
+    cfg = store.settings.consolidation
+    text = rules.content_text(draft.content)
+    best: tuple[Memory | None, float] = (None, 0.0)
+    for entry in entries:
+        if entry.get("type") != draft.type or (entry.get("subtype") or "") != draft.subtype:
+            continue
+        if rules.tag_overlap(entry.get("tags") or [], draft.tags) <= cfg.tag_overlap:
+            continue
+        path = folder.path / entry["file"]
+        try:
+            mem = store.read_memory(path, folder)
+        except BadRecordError as exc:
+            problems.append(Problem(store.rel(path), "; ".join(exc.reasons)))
+            continue
+        except MemcliError:
+            continue  # gone since the folder was listed
+        if not rules.takes_part(mem):
+            continue
+        score = rules.similarity(rules.content_text(mem.content), text, cfg.scorer)
+        if score > best[1]:
+            best = (mem, score)
+    return best
+
+
+def _quick_verdict(store: Store, old: Memory, draft: Memory, score: float,
+                   moment: dt.datetime) -> str | None:
+    """None when the existing memory may simply be updated; else why the pair is flagged."""
+    if score < UPDATE_AT:
+        return "similar_on_save"
+    if old.created_by != draft.created_by:
+        return "different_authors"
+    cfg = replace(store.settings.consolidation, min_age_days=0)  # the age rule aside
+    if rules.protection_reason(old, moment, cfg) or rules.protection_reason(draft, moment, cfg):
+        return "protected"
+    from memcli.consolidate.guards import guard_rejects
+
+    guard = guard_rejects(rules.raw_text(old.content), rules.raw_text(draft.content))
+    return f"guard:{guard}" if guard else None
+
+
+def _update_existing(store: Store, folder: Folder, old: Memory, draft: Memory, score: float,
+                     moment: dt.datetime, scan: FolderScan) -> AddResult:
+    data = dict(old.data)
+    data["tags"] = list(dict.fromkeys(old.tags + draft.tags))
+    data["updated_at"] = format_ts(moment)
+    fsops.write_replace(old.path, encode(data, old.fmt))
+    _index_written(store, folder, old.path.name, scan)
+    return AddResult(old.id, store.rel(old.path), "updated", old.id, score, problems=scan.problems)
+
+
+def _write_new(store: Store, folder: Folder, draft: Memory, scan: FolderScan) -> None:
+    if not folder.path.is_dir():
+        fsops.mkdir(folder.path)
+    fsops.write_new(draft.path, encode(draft.data, draft.fmt))
+    _index_written(store, folder, draft.path.name, scan)
+
+
+def _index_written(store: Store, folder: Folder, name: str, scan: FolderScan) -> None:
+    """The index after writing one file: its entry spliced in when the index matched the
+    folder before (the scan `add` made says so, with no problem), else brought in line."""
+    if scan.drift or scan.problems or store.splice_entries(folder, [name]) is None:
+        store.refresh_index(folder)
+
+
+def _flag_pair(store: Store, old_id: str, new_id: str, score: float, reason: str,
+               moment: dt.datetime) -> None:
+    """Record the pair under `flagged` in ops/state.json for the next run to look at first."""
+    state = opsfiles.read_state(store.root)
+    state.setdefault("flagged", []).append(
+        {"ids": [old_id, new_id], "similarity": round(score, 4), "reason": reason,
+         "at": format_ts(moment)})
+    opsfiles.write_state(store.root, state)
+
+
+# ---------------------------------------------------------------- access, show, list
+
+
+def access_memory(store: Store, mem_id: str, moment: dt.datetime) -> Memory:
+    """Record a use: access_count + 1, last_accessed = now."""
+    mem, folder = store.find(mem_id, archived=True)
+    if folder.scope == "archive":
+        raise MemcliError(f"{mem_id} is archived; bring it back with `memcli restore {mem_id}`")
+    data = dict(mem.data)
+    data["access_count"] = int(data.get("access_count") or 0) + 1
+    data["last_accessed"] = format_ts(moment)
+    fsops.write_replace(mem.path, encode(data, mem.fmt))
+    store.refresh_index(folder)
+    return store.read_memory(mem.path, folder)
+
+
+@dataclass
+class ListFilter:
+    scope: str | None = None
+    scope_id: str | None = None
+    type: str | None = None
+    subtype: str | None = None
+    tags: list[str] = field(default_factory=list)
+    archived: bool = False
+
+
+def list_memories(store: Store, flt: ListFilter) -> tuple[list[dict[str, Any]], list[Problem]]:
+    """Index entries (refreshed from the files) that pass the filter, with their folder."""
+    folders = [store.archive_folder()] if flt.archived else store.memory_folders()
+    found: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    for folder in folders:
+        if not flt.archived and not _folder_matches(folder, flt):
+            continue
+        scan = store.scan(folder, load=False)
+        problems += scan.problems
+        found += [{**e, "folder": folder.rel} for e in scan.entries if _entry_matches(e, flt)]
+    # Newest first within each folder (created_at, then id), folders in order: two stable sorts.
+    found.sort(key=lambda e: (str(e.get("created_at") or ""), e["id"]), reverse=True)
+    return sorted(found, key=lambda e: e["folder"]), problems
+
+
+def _folder_matches(folder: Folder, flt: ListFilter) -> bool:
+    return (flt.scope in (None, folder.scope)) and (flt.scope_id in (None, folder.scope_id))
+
+
+def _entry_matches(entry: dict[str, Any], flt: ListFilter) -> bool:
+    return ((flt.type in (None, entry.get("type")))
+            and (flt.subtype in (None, entry.get("subtype")))
+            and all(t in (entry.get("tags") or []) for t in flt.tags))
+
+
+def show_memory(store: Store, mem_id: str) -> tuple[Memory, Folder]:
+    return store.find(mem_id, archived=True)
+
+
+@dataclass
+class ReindexResult:
+    folders: dict[str, int]
+    problems: list[Problem]
+
+
+def reindex(store: Store) -> ReindexResult:
+    """Rebuild every index (and the archive's) from the files, one folder at a time so that
+    memory stays flat however large the store."""
+    counts: dict[str, int] = {}
+    problems: list[Problem] = []
+    for folder in [*store.memory_folders(), store.archive_folder()]:
+        scan = store.scan(folder, load=True)
+        problems += scan.problems
+        store.save_index(folder, scan.entries)
+        counts[folder.rel] = len(scan.entries)
+    for mem_id, paths in store.duplicate_ids().items():
+        problems += [Problem(path, f"duplicate id {mem_id} (in {', '.join(paths)}); rename one copy",
+                             "duplicate_id") for path in paths]
+    return ReindexResult(counts, problems)

@@ -1,0 +1,653 @@
+"""The store on disk (SPEC section 1): discovery, folders, reading files, indices, the lock.
+
+Reading never changes anything. Bad input (a file that does not parse, a record that breaks
+the contract, a symlink, an oversized file, a duplicate id) becomes a `Problem` naming the
+file and the reason; the file is left alone and everything else goes on.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat as statmod
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from memcli.config import Settings, load_settings
+from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError
+from memcli.store import fsops, index
+from memcli.store.index import Snapshot
+from memcli.store.model import Memory, decode, fmt_of, is_valid_id, now, sha256, validate
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+STAMP_AGE_NS = 1_000_000_000  # see Store._names_since: well over any file system's timestamp tick
+Stamp = tuple[int, int]  # (a folder's mtime, its last-run snapshot's mtime): see Store._names_since
+_SYMLINK = "is a symlink; memcli never follows links"
+SCOPE_ROOTS = ("agent", "team", "global")
+DEFAULT_TOML = """\
+# memcli settings: every key is optional; these are the defaults (see README).
+[consolidation]
+max_per_run = 50
+index_pause_ms = 100
+min_age_days = 7
+stale_after_days = 90
+
+[teams]
+default_team = "team"
+# coder = "backend"        # agent id -> team id
+
+[schedule]
+weekly = "0 0 * * 0"       # Sunday 00:00, local time
+
+[llm]
+enabled = false            # also needs ANTHROPIC_API_KEY
+"""
+
+
+@dataclass(frozen=True)
+class Folder:
+    scope: str  # agent, team, global or archive
+    scope_id: str
+    path: Path
+
+    @cached_property
+    def rel(self) -> str:
+        return self.scope if self.scope in ("global", "archive") else f"{self.scope}/{self.scope_id}"
+
+
+@dataclass
+class Problem:
+    """Something wrong with one file, reported by path; never fixed by guessing."""
+
+    path: str
+    reason: str
+    code: str = "bad_file"
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass
+class FolderScan:
+    folder: Folder
+    entries: list[dict[str, Any]]
+    memories: dict[str, Memory]
+    problems: list[Problem]
+    index: dict[str, Any] | None
+    drift: bool  # the saved index disagrees with the files
+    run_hashes: dict[str, Any] = field(default_factory=dict)  # id -> run_hash, from the saved index
+    file_count: int = -1  # memory files seen, when entries were not built (-1: len(entries))
+    reread: list[str] | None = None  # scan_since: the names read again or gone since the snapshot
+    snap: Snapshot | None = None  # scan_since: the snapshot compared against
+    kept: list[int] = field(default_factory=list)  # scan_since: its rows of files unchanged since
+    stamp: Stamp | None = None  # scan_since: vouches for the snapshot's names (see _names_since)
+
+    @property
+    def count(self) -> int:
+        return len(self.entries) if self.file_count < 0 else self.file_count
+
+
+@dataclass
+class StoreScan:
+    folders: list[FolderScan] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def memories(self) -> list[Memory]:
+        return [m for scan in self.folders for m in scan.memories.values()]
+
+
+def is_store(path: Path) -> bool:
+    return (path / "memcli.toml").is_file() or (path / "ops").is_dir()
+
+
+def discover(explicit: str | None) -> Path:
+    """`--store`, else `MEMCLI_STORE`, else the current directory; must be a store."""
+    root = Path(explicit or os.environ.get("MEMCLI_STORE") or os.getcwd()).expanduser()
+    if not is_store(root):
+        raise NoStoreError(root)
+    return root.resolve()
+
+
+def init_store(root: Path) -> bool:
+    """Create a store at `root`; returns False when one was already there (nothing changed)."""
+    existed = is_store(root)
+    for sub in ("ops", "archive", "global"):
+        if not (root / sub).is_dir():
+            fsops.mkdir(root / sub)
+    if not (root / "memcli.toml").exists():
+        fsops.write_new(root / "memcli.toml", DEFAULT_TOML.encode())
+    return not existed
+
+
+class Store:
+    """A store folder with its settings."""
+
+    def __init__(self, root: Path, settings: Settings | None = None) -> None:
+        self.root = root
+        self.settings = settings if settings is not None else load_settings(root)
+        self.ops = root / "ops"
+        self.archive = root / "archive"
+
+    @classmethod
+    def open(cls, explicit: str | None = None) -> Store:
+        return cls(discover(explicit))
+
+    # ------------------------------------------------------------ folders
+
+    def folder(self, scope: str, scope_id: str) -> Folder:
+        """The folder of a scope; scope ids become folder names, so they are checked."""
+        if scope == "global":
+            return Folder("global", "global", self.root / "global")
+        if scope == "archive":
+            return Folder("archive", "archive", self.archive)
+        if scope not in ("agent", "team"):
+            raise NotFoundError(f"unknown scope {scope!r} (expected agent, team or global)")
+        if not is_valid_scope_id(scope_id):
+            raise NotFoundError(f"bad scope id {scope_id!r} (letters, digits, '.', '_', '-')")
+        return Folder(scope, scope_id, self.root / scope / scope_id)
+
+    def folder_by_rel(self, rel: str) -> Folder | None:
+        """The folder named by a store-relative path like `agent/coder`, if it exists."""
+        parts = rel.split("/")
+        if parts[0] in ("global", "archive") and len(parts) == 1:
+            return self.folder(parts[0], parts[0])
+        if len(parts) == 2 and parts[0] in ("agent", "team") and is_valid_scope_id(parts[1]) \
+                and (self.root / rel).is_dir():
+            return self.folder(parts[0], parts[1])
+        return None
+
+    def archive_folder(self) -> Folder:
+        return self.folder("archive", "archive")
+
+    def memory_folders(self) -> list[Folder]:
+        """Every existing live memory folder, in a stable order."""
+        found: list[Folder] = []
+        for scope in ("agent", "team"):
+            base = self.root / scope
+            if base.is_dir():
+                for child in sorted(base.iterdir()):
+                    if child.is_dir() and not child.is_symlink() and is_valid_scope_id(child.name):
+                        found.append(Folder(scope, child.name, child))
+        if (self.root / "global").is_dir():
+            found.append(self.folder("global", "global"))
+        return found
+
+    def rel(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    # ------------------------------------------------------------ reading
+
+    def scan(self, folder: Folder, load: bool = True, entries: bool = True,
+             lastrun: index.Snapshot | None = None, compare: bool = True,
+             names: list[str] | None = None) -> FolderScan:
+        """Read a folder: its files (the truth) reconciled with its index (a cache).
+        With load=False, files whose index entry matches size and mtime are not read; with
+        entries=False (planning), no index entries are built, only the memories read, and the
+        run hashes come from the last-run snapshot when given (a tenth of the index's bytes)."""
+        problems: list[Problem] = []
+        if not entries and lastrun is not None:
+            return self._read_all(folder, lastrun, problems)
+        saved = self._load_index(folder, problems)
+        names = self.memory_names(folder) if names is None else names
+        stats: list[os.stat_result | None] = (self._stat_all(folder, names, problems) if not load
+                                              else [None] * len(names))
+        listed = (saved or {}).get("entries", [])
+        if not load and isinstance(listed, list) and _all_trusted(listed, names, stats):
+            drift = not compare or (saved or {}).get("entry_count") != len(listed)
+            return FolderScan(folder, list(listed), {}, problems, saved, drift,
+                              {str(e["id"]): e.get("run_hash") for e in listed})
+        old = {e.get("file"): e for e in listed if isinstance(e, dict)}
+        found: list[dict[str, Any]] = []
+        memories: dict[str, Memory] = {}
+        archive = folder.scope == "archive"
+        for name, st in zip(names, stats, strict=True):
+            cached = old.get(name)
+            if not load:  # this loop runs for every file of the store, hence inline: an entry still
+                # describes its file with the same size and mtime and every field a run plans from
+                if st is None:
+                    continue
+                if cached and cached.get("size") == st.st_size and cached.get("mtime_ns") == st.st_mtime_ns \
+                        and cached.get("content_hash") and "text_len" in cached and "details_len" in cached \
+                        and is_valid_id(cached.get("id")):
+                    found.append(cached)
+                    continue
+            mem = self._read(folder.path / name, folder, problems)
+            if mem is not None:
+                memories[mem.id] = mem
+                if entries:
+                    found.append(index.entry_for(mem, cached, archive=archive))
+        if not entries:
+            return FolderScan(folder, [], memories, problems, saved, False, _run_hashes(old))
+        if compare:  # compare=False: the index is rewritten (or not looked at) anyway
+            self._report_gone(folder, old, found, problems)
+        drift = not compare or not index.same_entries(saved, found)
+        return FolderScan(folder, found, memories, problems, saved, drift, _run_hashes(old))
+
+    def _read_all(self, folder: Folder, lastrun: index.Snapshot, problems: list[Problem]) -> FolderScan:
+        memories: dict[str, Memory] = {}
+        for name in self.memory_names(folder):
+            mem = self._read(folder.path / name, folder, problems)
+            if mem is not None:
+                memories[mem.id] = mem
+        return FolderScan(folder, [], memories, problems, None, False, lastrun.run_hashes(), len(memories))
+
+    def scan_since(self, folder: Folder, snap: index.Snapshot, stamp: Stamp | None = None) -> FolderScan:
+        """Like scan(load=False), but against the last-run snapshot instead of the index:
+        a file whose size and mtime match its row is taken as the last run saw it, unread.
+        Entries are made only for the files read again; the unchanged ones are the snapshot
+        rows `kept`. A folder with no change returns only its file count (nothing to plan).
+        `stamp` (see `_names_since`) may spare listing the folder; the scan's `stamp` is the
+        one to keep for the next pass."""
+        problems: list[Problem] = []
+        names, stamp = self._names_since(folder, snap, stamp)
+        stats = self._stat_all(folder, names, problems)
+        if names == snap.names:  # the common case: no file came or went
+            differ = _differ_in_place(names, stats, snap)
+        elif len(names) > len(snap.names):
+            differ = _differ_with_new(names, stats, snap)
+        else:
+            differ = [n for n, st in zip(names, stats, strict=True)
+                      if st is None or not _trusted(snap, n, st)]
+        if not differ:
+            return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(names), stamp=stamp)
+        gone = {n for n, st in zip(names, stats, strict=True) if st is None}
+        present = set(names) - gone - set(differ)
+        kept = [i for i, n in enumerate(snap.names) if n in present]
+        found: list[dict[str, Any]] = []
+        memories: dict[str, Memory] = {}
+        for name in differ:
+            if name in gone:
+                continue
+            mem = self._read(folder.path / name, folder, problems)
+            if mem is not None:
+                memories[mem.id] = mem
+                row = snap.row(name)
+                old = {"run_hash": snap.content_hash(row)} if row is not None else None
+                found.append(index.entry_for(mem, old))
+        run_hashes = {e["id"]: e.get("run_hash") for e in found}
+        reread = sorted(set(differ) | (set(snap.names) - present))
+        return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(kept) + len(found),
+                          reread, snap, kept, stamp)
+
+    def _names_since(self, folder: Folder, snap: index.Snapshot,
+                     stamp: Stamp | None) -> tuple[list[str], Stamp | None]:
+        """`memory_names`, found by difference with the snapshot's (sorted) names: a folder
+        where no file came or went costs two set operations, not a filter and a sort. And
+        not even a listing when `stamp` still holds: (the folder's mtime, the snapshot's)
+        recorded by an earlier pass that listed the folder and found exactly the snapshot's
+        names. A file created, removed or renamed in a folder moves its mtime, so the names
+        are the same while the mtime is. The stamp returned vouches for the names found, or
+        is None; it is only made for a folder last changed a while before it was listed (a
+        change after the listing then falls in a later timestamp tick)."""
+        try:
+            before = os.stat(folder.path).st_mtime_ns
+            if stamp == (before, snap.written_ns):
+                return snap.names, stamp
+            started = time.time_ns()
+            found = set(os.listdir(folder.path))
+            after = os.stat(folder.path).st_mtime_ns
+        except (FileNotFoundError, NotADirectoryError):
+            return [], None
+        if not found.issuperset(snap.names):
+            return self.memory_names(folder), None
+        extra = list(filter(_is_memory_name, found.difference(snap.names)))
+        if extra:
+            return sorted(snap.names + extra), None
+        vouched = before == after and before < started - STAMP_AGE_NS
+        return snap.names, (before, snap.written_ns) if vouched else None
+
+    def _stat_all(self, folder: Folder, names: list[str],
+                  problems: list[Problem]) -> list[os.stat_result | None]:
+        """lstat of every name, relative to the folder (one path lookup a file, not seven)."""
+        try:
+            fd = os.open(folder.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            return [None] * len(names)
+        try:
+            lstat = os.lstat
+            try:  # the common case in one comprehension: every file still there, all regular
+                fast = [lstat(name, dir_fd=fd) for name in names]
+                if all(map(statmod.S_ISREG, [st.st_mode for st in fast])) and (
+                        not fast or max([st.st_size for st in fast]) <= MAX_FILE_BYTES):
+                    return list(fast)
+            except FileNotFoundError:
+                pass
+            out = list[os.stat_result | None]()
+            for name in names:
+                try:
+                    st = lstat(name, dir_fd=fd)
+                except FileNotFoundError:
+                    out.append(None)
+                    continue
+                ok = statmod.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES
+                out.append(st if ok or self._acceptable(folder.path / name, st, problems) else None)
+            return out
+        finally:
+            os.close(fd)
+
+    def duplicate_ids(self, listings: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+        """Ids whose file is in two live folders, from file names alone (a memory's id must
+        match its file name): bad input, left out wherever they are. `listings`, when given,
+        receives each folder's memory file names (a run then need not list them again)."""
+        listings = {} if listings is None else listings
+        stems: list[str] = []
+        for folder in self.memory_folders():
+            listings[folder.rel] = names = self.memory_names(folder)
+            stems += [name.rsplit(".", 1)[0] for name in names]
+        twice = {stem for stem, count in Counter(stems).items() if count > 1}
+        where: dict[str, list[str]] = defaultdict(list)
+        for rel, names in listings.items() if twice else ():
+            for name in names:
+                if name.rsplit(".", 1)[0] in twice:
+                    where[name.rsplit(".", 1)[0]].append(f"{rel}/{name}")
+        return dict(where)
+
+    def scan_all(self, load: bool = True, archive: bool = False) -> StoreScan:
+        """Scan every live folder (and the archive); a duplicate id is bad input everywhere."""
+        folders = self.memory_folders() + ([self.archive_folder()] if archive else [])
+        result = StoreScan()
+        for folder in folders:
+            scan = self.scan(folder, load=load)
+            result.folders.append(scan)
+            result.problems.extend(scan.problems)
+        self._drop_duplicate_ids([s for s in result.folders if s.folder.scope != "archive"], result)
+        return result
+
+    def read_memory(self, path: Path, folder: Folder) -> Memory:
+        """Read one memory file; raises BadRecordError naming the file and the reasons."""
+        problems: list[Problem] = []
+        if not os.path.lexists(path):
+            raise NotFoundError(f"{self.rel(path)}: no such file")
+        mem = self._read(path, folder, problems)
+        if mem is None:
+            raise BadRecordError(self.rel(path), [p.reason for p in problems])
+        return mem
+
+    def planned(self, folder: Folder, entries: list[dict[str, Any]]) -> list[Memory]:
+        """Memories known from their index entries alone; each file is read when first needed."""
+        def load(mem: Memory) -> Memory | None:
+            return self.read_quietly(mem.path, folder)
+
+        return [Memory.planned(e, folder.path, str(e["file"]), load) for e in entries]
+
+    def read_quietly(self, path: Path, folder: Folder) -> Memory | None:
+        """A memory file, or None when it is gone or bad input (a full scan reports those)."""
+        return self._read(path, folder, [])
+
+    def try_read(self, path: Path, folder: Folder, problems: list[Problem]) -> Memory | None:
+        """A memory file, or None when it is gone or bad input (then reported in `problems`)."""
+        return self._read(path, folder, problems)
+
+    def find(self, mem_id: str, archived: bool = True) -> tuple[Memory, Folder]:
+        """A memory by id, live first, then (if asked) archived."""
+        if not is_valid_id(mem_id):
+            raise NotFoundError(f"bad memory id {mem_id!r} (expected mem_ and 1-64 of [0-9A-Za-z_-])")
+        folders = self.memory_folders() + ([self.archive_folder()] if archived else [])
+        for folder in folders:
+            for path in _candidate_files(folder.path, mem_id, folder.scope == "archive"):
+                return self.read_memory(path, folder), folder
+        raise NotFoundError(f"no memory {mem_id} in this store (see `memcli list`)")
+
+    def memory_names(self, folder: Folder) -> list[str]:
+        """The folder's memory file names, sorted (no other file, no dotfile)."""
+        try:
+            names = os.listdir(folder.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(filter(_is_memory_name, names))
+
+    def _acceptable(self, path: Path, st: os.stat_result, problems: list[Problem]) -> bool:
+        if statmod.S_ISLNK(st.st_mode):
+            problems.append(Problem(self.rel(path), _SYMLINK, "symlink"))
+            return False
+        if not statmod.S_ISREG(st.st_mode):
+            problems.append(Problem(self.rel(path), "is not a regular file", "bad_file"))
+            return False
+        if st.st_size > MAX_FILE_BYTES:
+            problems.append(Problem(self.rel(path), f"is {st.st_size} bytes, over the 10 MB limit",
+                                    "too_large"))
+            return False
+        return True
+
+    def _read(self, path: Path, folder: Folder, problems: list[Problem]) -> Memory | None:
+        """Open without following links and check the open file itself, so that a file swapped
+        for a link between listing and reading is never followed."""
+        raw_st = self._open_read(path, problems)
+        if raw_st is None:
+            return None
+        raw, st = raw_st
+        fmt = fmt_of(path) or "json"
+        try:
+            data = decode(raw, fmt)
+        except ValueError as exc:
+            problems.append(Problem(self.rel(path), str(exc), "unreadable"))
+            return None
+        file_id = path.stem.split("@")[0] if folder.scope == "archive" else path.stem
+        errors, warnings = validate(data, file_id=file_id)
+        errors += _scope_mismatch(data, folder)
+        if errors:
+            problems.append(Problem(self.rel(path), "; ".join(errors), "invalid"))
+            return None
+        for warning in warnings:
+            problems.append(Problem(self.rel(path), warning, "no_timezone", "warning"))
+        return Memory(data, path, fmt, sha256(raw), st.st_size, st.st_mtime_ns, warnings)
+
+    def _open_read(self, path: Path, problems: list[Problem]) -> tuple[bytes, os.stat_result] | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                problems.append(Problem(self.rel(path), _SYMLINK, "symlink"))
+            elif exc.errno != errno.ENOENT:
+                problems.append(Problem(self.rel(path), f"cannot be read ({exc.strerror})", "unreadable"))
+            return None
+        try:
+            st = os.fstat(fd)
+            if not self._acceptable(path, st, problems):
+                return None
+            return _read_fd(fd, st.st_size), st
+        except OSError as exc:
+            problems.append(Problem(self.rel(path), f"cannot be read ({exc.strerror})", "unreadable"))
+            return None
+        finally:
+            os.close(fd)
+
+    def _load_index(self, folder: Folder, problems: list[Problem]) -> dict[str, Any] | None:
+        try:
+            return index.load(folder.path)
+        except (OSError, ValueError) as exc:
+            problems.append(Problem(self.rel(folder.path / index.INDEX_NAME),
+                                    f"unreadable index, rebuilt from the files ({exc})",
+                                    "index_unreadable", "warning"))
+            return None
+
+    def _report_gone(self, folder: Folder, old: dict[Any, dict[str, Any]],
+                     entries: list[dict[str, Any]], problems: list[Problem]) -> None:
+        present = {e["file"] for e in entries}
+        for name in sorted(str(n) for n in old if n not in present):
+            if not (folder.path / name).exists():
+                problems.append(Problem(self.rel(folder.path / name),
+                                        "listed in the index but the file is gone; entry dropped",
+                                        "index_gone", "warning"))
+
+    def _drop_duplicate_ids(self, scans: list[FolderScan], result: StoreScan) -> None:
+        """An id found in two live files is bad input: each is reported and left out."""
+        where: dict[str, list[FolderScan]] = defaultdict(list)
+        for scan in scans:
+            for mem_id in scan.memories:
+                where[mem_id].append(scan)
+        for mem_id, holders in where.items():
+            if len(holders) < 2:
+                continue
+            paths = [self.rel(holder.memories[mem_id].path) for holder in holders]
+            for holder, path in zip(holders, paths, strict=True):
+                others = ", ".join(p for p in paths if p != path)
+                result.problems.append(Problem(path, f"duplicate id {mem_id} (also in {others}); "
+                                               "left out until one copy is renamed", "duplicate_id"))
+                del holder.memories[mem_id]  # the index still lists the file: it is there
+
+    # ------------------------------------------------------------ writing
+
+    def save_index(self, folder: Folder, entries: list[dict[str, Any]]) -> None:
+        """Rewrite a folder's index from the given entries (always complete for the folder)."""
+        if not folder.path.is_dir():
+            fsops.mkdir(folder.path)
+        index.save(folder.path, index.build(folder.scope, folder.scope_id, entries, now()))
+
+    def refresh_index(self, folder: Folder) -> FolderScan:
+        """Bring a folder's index in line with its files; writes only when they disagree."""
+        scan = self.scan(folder, load=False)
+        if scan.drift:
+            self.save_index(folder, scan.entries)
+        return scan
+
+    def splice_entries(self, folder: Folder, names: list[str],
+                       run_hash_now: bool = False) -> list[dict[str, Any]] | None:
+        """Update only the index entries of the files `names` (read again; a file gone loses
+        its entry), for a writer that knows every other entry still matches its file: a few
+        entries of a 10,000-entry index, not a scan of the folder. With `run_hash_now`, their
+        run_hash becomes their content hash. Returns the new entries, or None (nothing
+        written) when the index cannot be spliced: the caller then rebuilds it."""
+        fresh: list[dict[str, Any]] = []
+
+        def update(name: str, old: dict[str, Any] | None) -> dict[str, Any] | None:
+            mem = self.read_quietly(folder.path / name, folder)
+            if mem is None:
+                return None
+            entry = index.entry_for(mem, old, archive=folder.scope == "archive")
+            if run_hash_now:
+                entry["run_hash"] = entry["content_hash"]
+            fresh.append(entry)
+            return entry
+
+        if not index.splice(folder.path, folder.scope, folder.scope_id, now(), update, names):
+            return None
+        return fresh
+
+    @contextmanager
+    def writing(self, wait: float) -> Iterator[list[str]]:
+        """Hold the lock and first finish or roll back any run a crash left half-done;
+        yields what the recovery did, for people."""
+        from memcli.store import journal  # journal builds on the store
+
+        with self.lock(wait):
+            yield journal.recover(self)
+
+    @contextmanager
+    def lock(self, wait: float) -> Iterator[None]:
+        """Hold `ops/.lock`, the one-writer-at-a-time lock. The OS drops it when the holder
+        dies, so a lock file left by a killed process never blocks the next run."""
+        from filelock import FileLock, Timeout
+
+        if not self.ops.is_dir():
+            fsops.mkdir(self.ops)
+        lock = FileLock(str(self.ops / ".lock"), timeout=max(wait, 0))
+        try:
+            lock.acquire()
+        except Timeout as exc:
+            raise LockTimeoutError(self.rel(self.ops / ".lock"), wait) from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+def is_valid_scope_id(name: str) -> bool:
+    return bool(name) and len(name) <= 100 and name not in (".", "..") and all(
+        c.isalnum() or c in "._-" for c in name) and not name.startswith(".")
+
+
+def _is_memory_name(name: str) -> bool:
+    """A memory file's name: `.json` or `.md`, not a dotfile, not one of memcli's `_` files."""
+    return name.endswith((".json", ".md")) and name[0] not in "._"
+
+
+def _read_fd(fd: int, size: int) -> bytes:
+    """The whole file in one system call; a file that grew since fstat is read to its end."""
+    data = os.read(fd, size + 1)
+    if len(data) <= size:
+        return data  # a regular file reads short only at its end
+    parts = [data]
+    while chunk := os.read(fd, 1 << 16):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _differ_in_place(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
+    """The names whose stat differs from the snapshot row of the same position. Compared as
+    whole lists first (in C): a folder nobody touched costs no per-file Python."""
+    if None not in stats:
+        sizes = [st.st_size for st in stats]  # type: ignore[union-attr]
+        mtimes = [st.st_mtime_ns for st in stats]  # type: ignore[union-attr]
+        if sizes == snap.sizes.tolist() and mtimes == snap.mtimes.tolist() and (
+                not mtimes or max(mtimes) < snap.written_ns):
+            return []
+    return [n for i, (n, st) in enumerate(zip(names, stats, strict=True))
+            if st is None or not snap.trusted(i, st.st_size, st.st_mtime_ns)]
+
+
+def _differ_with_new(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
+    """Files were added (a session wrote memories): the new ones differ, the others are
+    compared as in `_differ_in_place` when they are exactly the snapshot's files."""
+    before = set(snap.names)
+    known = [n for n in names if n in before]
+    if known != snap.names:
+        return [n for n, st in zip(names, stats, strict=True) if st is None or not _trusted(snap, n, st)]
+    added = [n for n in names if n not in before]
+    known_stats = [st for n, st in zip(names, stats, strict=True) if n in before]
+    return sorted(added + _differ_in_place(known, known_stats, snap))
+
+
+def _trusted(snap: index.Snapshot, name: str, st: os.stat_result) -> bool:
+    row = snap.row(name)
+    return row is not None and snap.trusted(row, st.st_size, st.st_mtime_ns)
+
+
+def _all_trusted(entries: list[Any], names: list[str], stats: list[os.stat_result | None]) -> bool:
+    """Whether the index entries are the folder's files exactly, in order, each with its
+    file's size and mtime and every field a run plans from: what scan(load=False) checks a
+    file at a time, checked as whole lists (a warm run's common case)."""
+    if len(entries) != len(names) or None in stats or not all(type(e) is dict for e in entries):
+        return False
+    try:
+        return ([e["file"] for e in entries] == names
+                and [e["size"] for e in entries] == [st.st_size for st in stats]  # type: ignore[union-attr]
+                and [e["mtime_ns"] for e in entries] == [st.st_mtime_ns for st in stats]  # type: ignore[union-attr]
+                and all([bool(e.get("content_hash")) and "text_len" in e and "details_len" in e
+                         and is_valid_id(e.get("id")) for e in entries]))
+    except KeyError:
+        return False
+
+
+def _run_hashes(old: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    return {str(e.get("id")): e.get("run_hash") for e in old.values()}
+
+
+def _scope_mismatch(data: dict[str, Any], folder: Folder) -> list[str]:
+    if folder.scope == "archive":
+        return []
+    scope, scope_id = data.get("scope"), data.get("scope_id")
+    if scope is not None and scope != folder.scope:
+        return [f"scope {scope!r} does not match its folder {folder.rel}"]
+    if scope_id is not None and folder.scope != "global" and scope_id != folder.scope_id:
+        return [f"scope_id {scope_id!r} does not match its folder {folder.rel}"]
+    return []
+
+
+def _candidate_files(folder: Path, mem_id: str, archive: bool) -> Iterator[Path]:
+    for ext in (".json", ".md"):
+        path = folder / f"{mem_id}{ext}"
+        if path.exists() or path.is_symlink():
+            yield path
+    if archive and folder.is_dir():
+        yield from sorted(folder.glob(f"{mem_id}@*"))

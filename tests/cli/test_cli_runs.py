@@ -1,0 +1,135 @@
+"""consolidate, apply, log, stats and review through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from memcli.cli import app
+from tests.conftest import add, assert_invariants, days_ago
+
+runner = CliRunner()
+DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo-store"
+
+
+def run(store: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["--store", str(store), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def demo(tmp_path: Path) -> Path:
+    target = tmp_path / "demo"
+    shutil.copytree(DEMO, target)
+    return target
+
+
+def test_consolidate_json_report(store: Path) -> None:
+    add(store, access_count=0)
+    code, out, _ = run(store, "consolidate", "--json")
+    report = json.loads(out)
+    assert code == 0 and set(report) >= {"run_id", "trigger", "actions", "stats"}
+    assert report["trigger"] == "manual" and report["actions"][0]["type"] == "archive"
+
+
+def test_consolidate_table_report_and_hints(store: Path) -> None:
+    add(store, access_count=0)
+    code, out, _ = run(store, "consolidate", "--dry-run")
+    assert code == 0 and "Dry run: nothing was written" in out and "Apply with: memcli consolidate" in out
+    code, out, _ = run(store, "consolidate")
+    assert code == 0 and "archive" in out and "Undo with: memcli undo run_" in out
+
+
+def test_consolidate_bad_options(store: Path) -> None:
+    assert run(store, "consolidate", "--trigger", "hourly")[0] == 1
+    assert run(store, "consolidate", "--limit", "-1")[0] == 1
+    assert run(store, "consolidate", "--nonsense")[0] == 2
+
+
+def test_demo_store_run_then_second_run(tmp_path: Path) -> None:
+    store = demo(tmp_path)
+    code, out, _ = run(store, "consolidate", "--json")
+    stats = json.loads(out)["stats"]
+    assert code == 0
+    assert (stats["memories_merged"], stats["memories_summarized"], stats["memories_promoted"],
+            stats["memories_archived"], stats["memory_count"]) == (10, 3, 5, 8, 86)
+    code, out, _ = run(store, "consolidate", "--json")
+    assert {a["type"] for a in json.loads(out)["actions"]} <= {"keep_separate"}
+    assert_invariants(store)
+
+
+def test_plan_out_and_apply(store: Path, tmp_path: Path) -> None:
+    add(store, access_count=0)
+    plan = tmp_path / "plan.json"
+    code, out, _ = run(store, "consolidate", "--plan-out", str(plan))
+    assert code == 0 and plan.exists() and f"memcli apply {plan}" in out
+    code, out, _ = run(store, "apply", str(plan), "--json")
+    assert code == 0 and json.loads(out)["actions"][0]["type"] == "archive"
+    code, _, err = run(store, "apply", str(tmp_path / "missing.json"))
+    assert code == 1 and "no such plan file" in err
+
+
+def test_log_and_stats(store: Path) -> None:
+    add(store, access_count=0)
+    add(store, access_count=2)
+    run(store, "consolidate")
+    code, out, _ = run(store, "log", "--json")
+    entries = json.loads(out)["entries"]
+    assert code == 0 and len(entries) == 1
+    code, out, _ = run(store, "log", "--run", entries[0]["run_id"])
+    assert code == 0 and "archive" in out
+    assert run(store, "log", "--run", "run_nope")[0] == 1
+    code, out, _ = run(store, "stats", "--json")
+    report = json.loads(out)
+    assert report["memory_count"] == 1 and report["archived_count"] == 1
+    assert report["actions_by_type"] == {"archive": 1} and report["memory_count_over_time"] == [1]
+    code, out, _ = run(store, "stats")
+    assert code == 0 and "Memory count over time" in out
+
+
+def _contradiction(store: Path) -> tuple[str, str]:
+    a = add(store, summary="The request timeout of the billing API is 30 seconds", created_at=days_ago(40))
+    b = add(store, summary="The request timeout of the billing API is 60 seconds", created_at=days_ago(20))
+    run(store, "consolidate")
+    return a["id"], b["id"]
+
+
+def test_review_keep_both(store: Path) -> None:
+    _contradiction(store)
+    code, out, _ = run(store, "review", "list", "--json")
+    items = json.loads(out)["items"]
+    assert code == 0 and len(items) == 1 and items[0]["guard"] == "numbers"
+    code, out, _ = run(store, "review", "resolve", items[0]["id"], "--keep-both")
+    assert code == 0 and "kept both" in out
+    assert json.loads(run(store, "review", "list", "--json")[1])["items"] == []
+    assert run(store, "review", "resolve", items[0]["id"], "--keep-both")[0] == 1  # already resolved
+
+
+def test_review_merge_is_a_logged_run(store: Path) -> None:
+    older, newer = _contradiction(store)
+    item = json.loads(run(store, "review", "list", "--json")[1])["items"][0]
+    code, out, _ = run(store, "review", "resolve", item["id"], "--merge", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["actions"] == [{"type": "merge", "source_ids": [older, newer],
+                                                "result_id": newer}]
+    log = json.loads((store / "ops" / "consolidation-log.json").read_text())["entries"]
+    assert log[-1]["trigger"] == "review" and log[-1]["run_id"] == result["run_id"]
+    assert_invariants(store)
+
+
+def test_review_resolve_needs_one_choice(store: Path) -> None:
+    assert run(store, "review", "resolve", "rev_0001")[0] == 1
+    assert run(store, "review", "resolve", "rev_0001", "--keep-both")[0] == 1  # no such item
+
+
+def test_consolidate_subprocess(tmp_path: Path) -> None:
+    store = demo(tmp_path)
+    env = {**os.environ, "MEMCLI_NOW": "2026-11-22T00:00:00Z"}
+    result = subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), "consolidate",
+                             "--dry-run", "--json"], capture_output=True, text=True, env=env)
+    assert result.returncode == 0 and json.loads(result.stdout)["dry_run"] is True

@@ -1,0 +1,391 @@
+"""Tests for memcli.consolidate.guards and for the MRPC measurement in bench/mrpc.py.
+
+Each guard gets pairs it must reject and restatements it must let through; guard_rejects is
+checked to let real restatements of a memory (same facts reworded or reordered) pass, to be
+symmetric, and to never reject a text paired with itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rapidfuzz import fuzz
+from rapidfuzz.utils import default_process
+
+from memcli.consolidate.guards import (
+    GUARDS,
+    entities_differ,
+    extra_detail,
+    guard_function,
+    guard_rejects,
+    negation_differs,
+    numbers_differ,
+    order_swapped,
+    polarity_differs,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def similarity(a: str, b: str) -> float:
+    """The duplicate rule's default similarity, 0-1."""
+    return fuzz.token_sort_ratio(default_process(a), default_process(b), processor=None) / 100
+
+
+# --------------------------------------------------------------------------------------------
+# Restatements: the same facts, reworded or reordered. No guard may reject them.
+
+RESTATEMENTS = [
+    (
+        "Deploy to staging before production. Run the smoke tests after every deploy.",
+        "Run the smoke tests after every deploy. Deploy to staging before production.",
+    ),
+    ("The API rate limit is 1,000 requests per minute.", "The API rate limit is 1000 requests per minute."),
+    ("Set the timeout to 30 seconds.", "Set the timeout to thirty seconds."),
+    (
+        "Don't push directly to main; open a pull request.",
+        "Do not push directly to main, open a pull request.",
+    ),
+    ("Never run migrations on Friday.", "Migrations should never be run on Friday."),
+    (
+        "The staging database uses PostgreSQL 15 on AWS RDS.",
+        "PostgreSQL 15 on AWS RDS is what the staging database uses.",
+    ),
+    (
+        "Alice owns the billing service and reviews its PRs.",
+        "The billing service is owned by Alice, who reviews its PRs.",
+    ),
+    ("Use the U.S. region for the S3 bucket.", "Use the US region for the S3 bucket."),
+    ("Costs rose 5% in March.", "Costs rose 5 percent in March."),
+    ("The build costs about $5.00 of CI credit.", "The build costs about $5 of CI credit."),
+    (
+        "Tests are flaky when the cache is cold; warm it first.",
+        "When the cache is cold tests are flaky, so warm it first.",
+    ),
+    ("Deployments are done with GitHub Actions.", "GitHub Actions does the deployments."),
+    (
+        "The user prefers concise answers and dislikes emojis.",
+        "The user dislikes emojis and prefers concise answers.",
+    ),
+    (
+        "- Rotate the API keys every 90 days\n- Store them in Vault",
+        "- Store the API keys in Vault\n- Rotate them every 90 days",
+    ),
+    ("Restart the worker after changing config.yaml.", "After changing config.yaml, restart the worker."),
+    (
+        "The deploy script needs AWS credentials exported.",
+        "The deploy script requires exported AWS credentials.",
+    ),
+    ("Bob said the release is planned for Q3.", "The release is planned for Q3, Bob said."),
+    ("Run `make test` before committing.", "Before committing, run make test."),
+    (
+        "The UN office in Geneva handles the requests.",
+        "The United Nations office in Geneva handles the requests.",
+    ),
+    ("We migrated from MySQL to Postgres last year.", "Last year we migrated from MySQL to Postgres."),
+    (
+        "Python 3.11 is required; 3.10 is not supported.",
+        "Python 3.11 is required and 3.10 isn't supported.",
+    ),
+    (
+        "The service listens on port 8080 and logs to stdout.",
+        "Logs go to stdout and the service listens on port 8080.",
+    ),
+    ("Disable the feature flag before the release.", "Before the release, disable the feature flag."),
+    ("Jenkins runs the nightly build at 2am.", "The nightly build is run by Jenkins at 2am."),
+    (
+        "The deployment failed because the disk was full.",
+        "Because the disk was full, the deployment failed.",
+    ),
+    ("Use Postgres instead of MySQL for the cache.", "For the cache, use Postgres instead of MySQL."),
+    ("Upgrade to 2.5 million rows per batch.", "Upgrade to 2,500,000 rows per batch."),
+    ("Ron Smith approved the change.", "Ronald Smith approved the change."),
+]
+
+LONG_A = (
+    "The payments service is deployed with Helm to the production cluster in eu-west-1. "
+    "Before each deploy, run the database migrations with the migrate job and check that it "
+    "exits cleanly. The service reads its secrets from Vault at start-up, so a missing Vault "
+    "token makes the pods crash-loop. Alerts go to the #payments-oncall channel and the "
+    "on-call engineer acknowledges them in PagerDuty. Rollbacks use helm rollback with the "
+    "previous revision number, which takes about 2 minutes. Never deploy during the Friday "
+    "freeze, and always tag the release in Git first."
+)
+LONG_B = (
+    "Alerts go to the #payments-oncall channel, and the on-call engineer acknowledges them in "
+    "PagerDuty. Always tag the release in Git first, and never deploy during the Friday "
+    "freeze. The payments service is deployed to the production cluster in eu-west-1 with "
+    "Helm. Rollbacks use helm rollback with the previous revision number; this takes about 2 "
+    "minutes. Before every deploy, run the database migrations using the migrate job and "
+    "check that it exits cleanly. Because the service reads its secrets from Vault at "
+    "start-up, a missing Vault token makes the pods crash-loop."
+)
+
+
+@pytest.mark.parametrize(("text_a", "text_b"), RESTATEMENTS + [(LONG_A, LONG_B)])
+def test_restatements_pass_every_guard(text_a: str, text_b: str) -> None:
+    assert guard_rejects(text_a, text_b) is None
+    assert guard_rejects(text_b, text_a) is None
+
+
+def test_long_restatement_is_a_duplicate_by_the_rule() -> None:
+    # Reordered sentences and a few reworded phrases: the scorer merges, the guards agree.
+    assert similarity(LONG_A, LONG_B) > 0.80
+    assert guard_rejects(LONG_A, LONG_B) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Disagreements: each must be caught by the named guard (and guard_rejects names it).
+
+DISAGREEMENTS = [
+    ("numbers", "The service listens on port 8080.", "The service listens on port 8081."),
+    ("numbers", "Retry the upload 3 times.", "Retry the upload a few times."),
+    ("numbers", "Requires Python 3.10 or newer.", "Requires Python 3.1 or newer."),
+    ("numbers", "The limit is 1.5 million rows.", "The limit is 15 million rows."),
+    ("negation", "Run the migrations on Friday.", "Never run the migrations on Friday."),
+    ("negation", "The cache is shared between workers.", "The cache isn't shared between workers."),
+    ("negation", "Deploy with the feature flag.", "Deploy without the feature flag."),
+    ("polarity", "Enable the feature flag in staging.", "Disable the feature flag in staging."),
+    ("polarity", "Latency increased after the upgrade.", "Latency decreased after the upgrade."),
+    ("polarity", "The bucket is public.", "The bucket is private."),
+    ("order", "Deploy to staging before production.", "Deploy to production before staging."),
+    ("order", "Prefer tabs over spaces in Makefiles.", "Prefer spaces over tabs in Makefiles."),
+    ("order", "Postgres is faster than MySQL here.", "MySQL is faster than Postgres here."),
+    ("order", "We migrated from MySQL to Postgres.", "We migrated from Postgres to MySQL."),
+    ("order", "Build then test.", "Test then build."),
+    ("entities", "Deploys run on Jenkins every night.", "Deploys run on CircleCI every night."),
+    ("entities", "The billing service is owned by Alice.", "The billing service is owned by Bob."),
+    ("entities", "Store the backups in Frankfurt.", "Store the backups in Dublin."),
+    (
+        "numbers",
+        "The transfers would reduce the work force to slightly less than 100,000.",
+        "The transfers would reduce the work force to slightly less than 100,000, down from "
+        "110,000 several years ago.",
+    ),
+    (
+        "extra_detail",
+        "Legislation making it harder to erase debts in bankruptcy court won House approval.",
+        "Legislation making it harder to erase debts in bankruptcy court won House approval "
+        "and was endorsed by the White House.",
+    ),
+    (
+        "extra_detail",
+        "Restart the worker after a deploy.",
+        "Restart the worker after a deploy unless the queue still holds pending jobs.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("guard", "text_a", "text_b"), DISAGREEMENTS)
+def test_disagreements_are_rejected_by_their_guard(guard: str, text_a: str, text_b: str) -> None:
+    assert guard_function(guard)(text_a, text_b)
+    assert guard_function(guard)(text_b, text_a)
+    assert guard_rejects(text_a, text_b) == guard
+    assert guard_rejects(text_b, text_a) == guard
+
+
+def test_order_swaps_fool_the_default_scorer() -> None:
+    # Why the order guard exists: sorting tokens makes these identical to the scorer.
+    assert similarity("Deploy to staging before production.", "Deploy to production before staging.") == 1.0
+
+
+def test_guard_names_and_lookup() -> None:
+    assert GUARDS == ("numbers", "negation", "polarity", "order", "entities", "extra_detail")
+    assert len(set(GUARDS)) == len(GUARDS)
+    with pytest.raises(KeyError):
+        guard_function("nope")
+
+
+def test_first_guard_in_order_is_reported() -> None:
+    a = "Never deploy on port 8080."
+    b = "Deploy on port 9090."
+    assert numbers_differ(a, b) and negation_differs(a, b)
+    assert guard_rejects(a, b) == "numbers"
+
+
+# --------------------------------------------------------------------------------------------
+# Each guard on its own: what it ignores.
+
+
+@pytest.mark.parametrize(
+    ("text_a", "text_b"),
+    [
+        ("1,000 users", "1000 users"),
+        ("$5.00 a month", "5 dollars a month"),
+        ("20% of requests", "20 percent of requests"),
+        ("5 retries", "five retries"),
+        ("the 3rd attempt", "the third attempt"),
+        ("1.5 million rows", "1,500,000 rows"),
+        ("two of them", "both of them"),  # number words alone are not quantities
+        ("", ""),
+    ],
+)
+def test_numbers_equal(text_a: str, text_b: str) -> None:
+    assert not numbers_differ(text_a, text_b)
+    assert not numbers_differ(text_b, text_a)
+
+
+def test_numbers_handles_huge_and_odd_numbers() -> None:
+    huge = "9" * 5000
+    assert not numbers_differ(f"id {huge}", f"id {huge}")
+    assert numbers_differ(f"id {huge}", f"id {huge}8")
+    assert numbers_differ("version 1.2.3", "version 1.2.4")
+    assert not numbers_differ(f"{huge} million", f"{huge} million")
+
+
+@pytest.mark.parametrize(
+    ("text_a", "text_b"),
+    [
+        ("Do not force-push.", "Never force-push."),
+        ("Don\u2019t force-push.", "You must not force-push."),
+        ("It is not only fast but also cheap.", "It is fast and also cheap."),
+        ("No tests were skipped.", "Nothing was skipped in the tests."),
+    ],
+)
+def test_negation_equal(text_a: str, text_b: str) -> None:
+    assert not negation_differs(text_a, text_b)
+
+
+def test_polarity_needs_opposite_sides() -> None:
+    assert not polarity_differs("Enable then disable the flag.", "Disable after you enable the flag.")
+    assert not polarity_differs("Enable the flag.", "Turn on the flag.")
+    assert polarity_differs("Add the user to the group.", "Remove the user from the group.")
+
+
+def test_order_ignores_moved_sentences_and_passive_voice() -> None:
+    assert not order_swapped("Run the tests. Deploy after review.", "Deploy after review. Run the tests.")
+    assert not order_swapped("Postgres replaced MySQL.", "MySQL was replaced by Postgres.")
+    assert not order_swapped(
+        "Palm expects to move Handspring's employees to Palm Solutions in Milpitas.",
+        "Handspring employees are expected to move to Palm Solutions in Milpitas.",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text_a", "text_b"),
+    [
+        ("Deploy with Jenkins.", "Deploy with Jenkins and ArgoCD."),  # one side more specific
+        ("Ask Alice. Then ask Bob.", "Ask Bob. Then ask Alice."),  # moved, not replaced
+        ("The S&P 500 rose.", "The Standard & Poor's 500 rose."),  # acronym spelled out
+        ("Ron approved it.", "Ronald approved it."),  # short form
+        ("Barbakow said so.", "Brabakow said so."),  # typo
+        ("Microsoft's plan.", "Microsoft plan."),  # possessive
+        ("Deploy now. Staging first.", "Deploy now. Production first."),  # sentence case
+        ("Alice owns it.", "Bob owns it."),  # a limit: a sentence's first word is not a name
+        ("Sent by George W. Bush.", "Sent by George Bush."),  # initial
+    ],
+)
+def test_entities_equal(text_a: str, text_b: str) -> None:
+    assert not entities_differ(text_a, text_b)
+    assert not entities_differ(text_b, text_a)
+
+
+def test_extra_detail_tolerates_rewording_and_inflection() -> None:
+    assert not extra_detail("Deploy the service.", "Deployed the services.")
+    assert not extra_detail(
+        "Restart the worker after each deploy.", "Restart the worker quickly after every deploy."
+    )
+    assert extra_detail("Restart the worker.", "Restart the worker when memory usage exceeds its limit.")
+
+
+# --------------------------------------------------------------------------------------------
+# Properties
+
+_VOCAB = (
+    "deploy Deploy staging production before after than over from to then not never no "
+    "don't enable disable Alice Bob UN United Nations 1,000 1000 5 five 3.10 $5 the a of . , ; \n"
+).split(" ")
+_RAW = st.lists(st.sampled_from(_VOCAB + [" "]), max_size=30).map(" ".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.one_of(_RAW, st.text(max_size=200)))
+def test_a_text_never_disagrees_with_itself(text: str) -> None:
+    assert guard_rejects(text, text) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(text_a=st.one_of(_RAW, st.text(max_size=120)), text_b=st.one_of(_RAW, st.text(max_size=120)))
+def test_guards_are_symmetric(text_a: str, text_b: str) -> None:
+    for name in GUARDS:
+        assert guard_function(name)(text_a, text_b) == guard_function(name)(text_b, text_a), name
+    assert guard_rejects(text_a, text_b) == guard_rejects(text_b, text_a)
+
+
+# --------------------------------------------------------------------------------------------
+# bench/mrpc.py
+
+
+def _load_bench() -> ModuleType:
+    path = ROOT / "bench" / "mrpc.py"
+    spec = importlib.util.spec_from_file_location("bench_mrpc", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_mrpc", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_bench()
+
+SAMPLE = (
+    "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    "1\t1\t2\tThe cache is warmed at 6 am by the cron job.\tThe cron job warms the cache at 6 am.\n"
+    "0\t3\t4\tThe cache is warmed at 6 am by the cron job.\tThe cache is warmed at 7 am by the cron job.\n"
+    "0\t5\t6\tShares rose 3 percent on Monday.\tThe weather in Paris was mild and dry.\n"
+    "1\t7\t8\tAlice approved the release.\tThe release was approved by Alice.0\t9\t10\t"
+    "Deploy to staging before production.\tDeploy to production before staging.\n"
+)
+
+
+def test_parse_pairs_repairs_a_missing_newline() -> None:
+    pairs = bench.parse_pairs(SAMPLE.lstrip("\ufeff").splitlines(keepends=True))
+    assert [p.label for p in pairs] == [1, 0, 0, 1, 0]
+    assert pairs[3].text_b == "The release was approved by Alice."
+    assert pairs[4].text_a == "Deploy to staging before production."
+
+
+def test_measure_on_inline_sample() -> None:
+    pairs = bench.parse_pairs(SAMPLE.splitlines())
+    result = bench.measure(pairs, scorers=("token_sort_ratio", "ratio"))
+    assert result["pairs"] == {"0": 3, "1": 2}
+    tsr = result["scorers"]["token_sort_ratio"]
+    # Label 0: the 6 am / 7 am pair and the order swap score > 0.80; guards stop both.
+    assert tsr["merged"] == {"0": 2, "1": 2}
+    assert tsr["false_merge_rate"] == pytest.approx(2 / 3)
+    assert tsr["merged_guarded"] == {"0": 0, "1": 2}
+    assert tsr["false_merge_rate_guarded"] == 0.0
+    assert tsr["recall"] == tsr["recall_guarded"] == 1.0
+    assert tsr["guards"]["numbers"]["first"] == {"0": 1, "1": 0}
+    assert tsr["guards"]["order"]["first"] == {"0": 1, "1": 0}
+    assert set(tsr["guards"]) == set(GUARDS)
+    assert "token_sort_ratio" in bench.format_report("sample", result)
+
+
+def test_bench_main_reports_missing_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--data", str(tmp_path)]) == 1
+    assert "missing MRPC file" in capsys.readouterr().err
+    assert bench.main(["--data", str(tmp_path), "--scorer", "nope"]) == 2
+
+
+def test_bench_main_on_a_data_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for split in bench.SPLITS:
+        (tmp_path / f"msr_paraphrase_{split}.txt").write_text(SAMPLE, encoding="utf-8")
+    assert bench.main(["--data", str(tmp_path), "--scorer", "token_sort_ratio", "--json"]) == 0
+    assert '"false_merge_rate_guarded": 0.0' in capsys.readouterr().out
+
+
+@pytest.mark.skipif(
+    not (bench.DEFAULT_DATA / "msr_paraphrase_test.txt").exists(), reason="MRPC data not present"
+)
+def test_mrpc_targets_on_the_test_split() -> None:
+    pairs = bench.load_split(bench.DEFAULT_DATA, "test")
+    figures = bench.measure(pairs, scorers=("token_sort_ratio",))["scorers"]["token_sort_ratio"]
+    assert figures["false_merge_rate_guarded"] <= 0.04
+    assert figures["recall_guarded"] >= 0.30

@@ -1,0 +1,108 @@
+"""session_end's view before reading: changed ids, the rows of their blocks, their candidates."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from memcli.consolidate import engine, since
+from memcli.consolidate.similar import ALL_PAIRS_MAX
+from memcli.store import index
+from memcli.store.index import SigCache
+from memcli.store.model import Memory
+from memcli.store.store import Store
+from tests.conftest import add
+
+
+def test_stamps_keep_only_pairs_of_integers() -> None:
+    saved = {"agent/a": [1, 2], "agent/b": [1], "agent/c": ["1", 2], "agent/d": "x", "agent/e": [True, 2]}
+    assert since.stamps(saved) == {"agent/a": (1, 2)}
+    assert since.stamps(None) == {} and since.stamps([[1, 2]]) == {}
+
+
+def scan_after_a_run(store: Path, kinds: list[str], new_kind: str) -> tuple[object, dict[str, str]]:
+    """A folder covered by a run (so it has a snapshot), then one memory added of `new_kind`."""
+    for kind in kinds:
+        add(store, type=kind, subtype="x")
+    engine.consolidate(Store(store))
+    new = add(store, type=new_kind, subtype="x")
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    snap = index.load_lastrun(folder.path)
+    assert snap is not None
+    return s.scan_since(folder, snap), new
+
+
+def test_changed_ids_and_the_rows_of_their_blocks_only(store: Path) -> None:
+    scan, new = scan_after_a_run(store, ["semantic", "semantic", "procedural"], "semantic")
+    changed = since.changed_ids(scan, set())  # type: ignore[arg-type]
+    assert changed == {new["id"]}
+    rows = since.focus_rows(scan, changed)  # type: ignore[arg-type]
+    assert sorted(r.block for r in rows) == [("semantic", "x")] * 3  # no procedural row
+    assert [r.unchanged for r in rows].count(False) == 1  # the new file, read; the others not
+
+
+def test_a_flagged_memory_is_in_scope_though_unchanged(store: Path) -> None:
+    scan, new = scan_after_a_run(store, ["semantic", "procedural"], "semantic")
+    procedural = next(p.stem for p in (store / "agent" / "coder").glob("mem_*.json")
+                      if '"procedural"' in p.read_text())
+    changed = since.changed_ids(scan, {procedural, "mem_not_here"})  # type: ignore[arg-type]
+    assert changed == {new["id"], procedural}
+    assert {r.block for r in since.focus_rows(scan, changed)} == {  # type: ignore[arg-type]
+        ("semantic", "x"), ("procedural", "x")}
+
+
+def test_a_small_block_is_taken_whole_without_signatures(store: Path) -> None:
+    scan, new = scan_after_a_run(store, ["semantic"] * 3, "semantic")
+    rows = since.focus_rows(scan, {new["id"]})  # type: ignore[arg-type]
+    assert len(rows) <= ALL_PAIRS_MAX
+
+    def never(row: since.Row) -> Memory:
+        raise AssertionError("no file read for a small block")
+
+    cache = SigCache()
+    assert set(since.with_candidates(rows, {new["id"]}, cache, never)) == {r.id for r in rows}
+    assert cache.added == {}
+
+
+def test_a_large_block_gives_the_changed_memory_and_its_candidates_only(store: Path) -> None:
+    text = "Rotate the staging database credentials before the quarterly security audit"
+    for n in range(ALL_PAIRS_MAX + 5):
+        add(store, type="semantic", subtype="x", summary=f"note {n}: {n * 7919} widgets in bay {n % 13}")
+    old = add(store, type="semantic", subtype="x", summary=text)
+    engine.consolidate(Store(store))
+    new = add(store, type="semantic", subtype="x", summary=text + " today")
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    snap = index.load_lastrun(folder.path)
+    assert snap is not None
+    scan = s.scan_since(folder, snap)
+    rows = since.focus_rows(scan, {new["id"]})
+    assert len(rows) > ALL_PAIRS_MAX
+    read: list[str] = []
+
+    def reader(row: since.Row) -> Memory:
+        read.append(row.id)
+        return scan.memories.get(row.id) or s.read_memory(folder.path / row.file, folder)
+
+    cache = index.load_sigs(folder.path)
+    needed = since.with_candidates(rows, {new["id"]}, cache, reader)
+    assert {old["id"], new["id"]} <= set(needed) and len(needed) < len(rows) // 2
+    assert read == [new["id"]] and list(cache.added) == [scan.memories[new["id"]].content_hash]
+
+
+def test_an_unchanged_looking_file_that_went_bad_is_a_problem_not_an_abort(store: Path) -> None:
+    """A file rewritten with the same size and its old mtime put back passes the stat check;
+    when session_end then reads it (a candidate), it is reported and left out, and the run
+    goes on with the rest."""
+    olds = [add(store, type="semantic", subtype="x", summary=f"fact {n} about rack {n}") for n in range(3)]
+    engine.consolidate(Store(store))
+    path = store / "agent" / "coder" / f"{olds[0]['id']}.json"
+    before, st = path.read_bytes(), path.stat()
+    path.write_bytes(b"{" + b" " * (len(before) - 1))  # same size, not JSON
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    new = add(store, type="semantic", subtype="x", summary="a new fact about the cooling")
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert any(olds[0]["id"] in note for note in out.notes)
+    assert path.read_bytes() == b"{" + b" " * (len(before) - 1)  # left as it is
+    assert out.stats["skipped"] == 0 and new["id"] not in str(out.notes)

@@ -1,0 +1,282 @@
+"""The session-end hook: fast, detached, and exit 0 whatever it is given."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from memcli.cli import app
+from memcli.integrations import hooks
+from tests.conftest import add, days_ago
+
+runner = CliRunner()
+STAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Record background starts instead of starting processes from the test runner."""
+    calls: list[Path] = []
+
+    def fake(root: Path, wait: float) -> int:
+        calls.append(root)
+        return 4242
+
+    monkeypatch.setattr(hooks, "spawn_background", fake)
+    return calls
+
+
+def hook(*args: str, stdin: bytes | str = b"", env: dict[str, str] | None = None) -> Any:
+    result = runner.invoke(app, ["hook", "session-end", *args], input=stdin, env=env)
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
+    return result
+
+
+def hook_log(root: Path) -> list[str]:
+    path = root / "ops" / hooks.LOG_NAME
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def payload(**fields: Any) -> bytes:
+    base = {"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "hook_event_name": "SessionEnd",
+            "reason": "prompt_input_exit"}
+    return orjson.dumps({**base, **fields})
+
+
+# ---------------------------------------------------------------- reading the input
+
+
+def test_parse_takes_the_known_string_fields() -> None:
+    info = hooks.parse_input(payload(cwd="/work/p"), False)
+    assert (info.session_id, info.cwd, info.reason, info.notes) == ("s-1", "/work/p", "prompt_input_exit", [])
+
+
+@pytest.mark.parametrize("raw, note", [
+    (b"", None),
+    (b"  \n", None),
+    (b"{not json", "not JSON"),
+    (b"\xff\xfe\x00binary", "not JSON"),
+    (b"[1, 2]", "not a JSON object"),
+    (b"[" * 100_000, "not JSON"),
+    (orjson.dumps({"cwd": 5, "session_id": ["x"], "reason": {"a": None}}), "not a short string"),
+    (orjson.dumps({"cwd": "/x\u0000y"}), "not a short string"),
+    (orjson.dumps({"cwd": "/" + "a" * 10_000}), "not a short string"),
+])
+def test_parse_never_raises(raw: bytes, note: str | None) -> None:
+    info = hooks.parse_input(raw, False)
+    assert info.cwd is None
+    if note is None:
+        assert not info.notes
+    else:
+        assert any(note in n for n in info.notes), info.notes
+
+
+def test_parse_ignores_truncated_input() -> None:
+    assert "over" in hooks.parse_input(b"{}", True).notes[0]
+
+
+def test_read_caps_the_input() -> None:
+    raw, more = hooks.read_input(io.BytesIO(b"x" * 50), limit=10)
+    assert (raw, more) == (b"x" * 10, True)
+
+
+def test_read_does_not_block_on_a_pipe_left_open() -> None:
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b'{"cwd": "/x"')
+        start = time.monotonic()
+        with os.fdopen(read_end, "rb", closefd=False) as stream:
+            raw, more = hooks.read_input(stream, timeout=0.2)
+        assert time.monotonic() - start < 1.0
+        assert (raw, more) == (b'{"cwd": "/x"', False)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_read_skips_a_terminal_and_a_missing_stdin() -> None:
+    class Tty(io.BytesIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert hooks.read_input(Tty(b"{}")) == (b"", False)
+    assert hooks.read_input(None) == (b"", False)
+
+
+# ---------------------------------------------------------------- the command, exit 0 always
+
+
+def test_hook_starts_the_background_pass_for_the_hook_cwd(store: Path, spawned: list[Path],
+                                                          cwd: Path) -> None:
+    result = hook(stdin=payload(cwd=str(store)))
+    assert spawned == [store.resolve()]
+    assert "started in the background (pid 4242)" in result.stderr
+    lines = hook_log(store)
+    assert lines and all(STAMPED.match(line) for line in lines)
+    assert "session s-1 (reason prompt_input_exit)" in lines[0]
+
+
+def test_store_option_and_env_win_over_the_hook_cwd(store: Path, tmp_path: Path,
+                                                    spawned: list[Path]) -> None:
+    other = tmp_path / "other"
+    (other / "ops").mkdir(parents=True)
+    hook("--store", str(store), stdin=payload(cwd=str(other)))
+    hook(stdin=payload(cwd=str(other)), env={"MEMCLI_STORE": str(store)})
+    assert spawned == [store.resolve(), store.resolve()]
+
+
+HOSTILE = [
+    b"",
+    b"{broken",
+    b"\x00\x01\x02\xff" * 1000,
+    b"[" * 200_000,
+    b"x" * (hooks.MAX_INPUT + 10),
+    orjson.dumps({"cwd": 12, "session_id": None, "reason": [1, {"a": 2}]}),
+    orjson.dumps({"cwd": "/nonexistent/folder"}),
+    orjson.dumps({"cwd": "relative/path"}),
+    orjson.dumps("just a string"),
+    orjson.dumps({"cwd": "/tmp", "session_id": "\x1b[31mred\x07" * 50}),
+]
+
+
+@pytest.mark.parametrize("stdin", HOSTILE)
+def test_hostile_input_still_exits_0_and_uses_the_current_store(
+        stdin: bytes, store: Path, spawned: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(store)
+    hook(stdin=stdin)
+    if stdin.startswith(b'{"cwd":"/tmp"'):
+        assert spawned == []  # /tmp is a real folder and no store: nothing to do
+    else:
+        assert spawned == [store.resolve()]
+        assert "\x1b" not in "".join(hook_log(store))
+
+
+def test_hook_cwd_pointing_at_a_file_falls_back_to_the_current_folder(
+        store: Path, spawned: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    memo = store / "ops" / "state.json"
+    memo.write_text("{}")
+    monkeypatch.chdir(store)
+    hook(stdin=payload(cwd=str(memo)))
+    assert spawned == [store.resolve()]
+
+
+def test_outside_a_store_exits_0_with_a_note(cwd: Path, spawned: list[Path]) -> None:
+    result = hook(stdin=payload(cwd=str(cwd)))
+    assert spawned == [] and "no memory store" in result.stderr
+    assert hook("--store", "/nonexistent/store").stderr.count("no memory store") == 1
+
+
+def test_unknown_arguments_are_noted_not_fatal(store: Path, spawned: list[Path]) -> None:
+    result = hook("--store", str(store), "--bogus", "extra", "-x")
+    assert "ignored unknown arguments: --bogus extra -x" in result.stderr
+    assert spawned and any("unknown arguments" in line for line in hook_log(store))
+
+
+def test_json_output(store: Path, spawned: list[Path]) -> None:
+    result = hook("--store", str(store), "--json", stdin=b"{oops")
+    data = orjson.loads(result.stdout)
+    assert data["started"] and data["pid"] == 4242 and data["store"] == str(store.resolve())
+    assert "not JSON" in data["notes"][0]
+
+
+def test_an_unexpected_failure_is_still_exit_0(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(root: Path, wait: float) -> int:
+        raise RuntimeError("fork failed")
+
+    monkeypatch.setattr(hooks, "spawn_background", boom)
+    assert "fork failed" in hook("--store", str(store)).stderr
+
+
+def test_foreground_runs_the_pass_inline(store: Path) -> None:
+    add(store, created_at=days_ago(1))
+    hook("--store", str(store), "--foreground")
+    log = orjson.loads((store / "ops" / "consolidation-log.json").read_bytes())
+    assert [e["trigger"] for e in log["entries"]] == ["session_end", "weekly"]  # then tick
+    assert hook_log(store)[-1].endswith("run-background: done (ok)")
+
+
+def test_foreground_with_broken_settings_logs_and_exits_0(store: Path) -> None:
+    (store / "memcli.toml").write_text("[consolidation]\nmax_per_run = 'many'\n")
+    hook("--store", str(store), "--foreground")
+    failures = [line for line in hook_log(store) if "failed" in line]
+    assert len(failures) == 2 and "max_per_run" in failures[0]
+
+
+# ---------------------------------------------------------------- real processes
+
+
+def run_hook(stdin: bytes, cwd: Path, *args: str, env: dict[str, str] | None = None,
+             ) -> tuple[subprocess.CompletedProcess[bytes], float]:
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "memcli", "hook", "session-end", *args], input=stdin,
+                          capture_output=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=30)
+    return proc, time.monotonic() - start
+
+
+def big_store(root: Path, n: int = 3000) -> None:
+    """n small JSON memories in 30 folders of 100, a day old (protected: the run is quick
+    to check and changes nothing); weekly already done so the tick has nothing due."""
+    for i in range(n):
+        folder = root / "agent" / f"agent{i % 30}"
+        folder.mkdir(parents=True, exist_ok=True)
+        data = {"id": f"mem_{i:06d}", "type": "semantic", "subtype": f"s{i % 7}",
+                "scope": "agent", "scope_id": f"agent{i % 30}", "tags": [f"t{i}"],
+                "created_by": f"agent:agent{i % 30}", "created_at": days_ago(1),
+                "content": {"summary": f"memory {i} about topic {i * 7919 % 1000}"}}
+        (folder / f"mem_{i:06d}.json").write_bytes(orjson.dumps(data))
+    state = {"runs": {"weekly": {"run_id": "run_x", "at": "2026-11-22T00:00:00Z"}}}
+    (root / "ops" / "state.json").write_bytes(orjson.dumps(state))
+
+
+def wait_for(predicate: Any, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_hook_returns_fast_on_a_big_store_and_the_background_run_lands(store: Path) -> None:
+    big_store(store)
+    proc, elapsed = run_hook(payload(cwd=str(store)), Path("/"))
+    assert proc.returncode == 0, proc.stderr
+    assert elapsed < 1.5, f"the hook took {elapsed:.2f}s"
+    log_path = store / "ops" / "consolidation-log.json"
+
+    def session_end_logged() -> bool:
+        if not log_path.exists():
+            return False
+        return any(e["trigger"] == "session_end" for e in orjson.loads(log_path.read_bytes())["entries"])
+
+    assert wait_for(session_end_logged), hook_log(store)
+    assert wait_for(lambda: any("run-background: done" in x for x in hook_log(store))), hook_log(store)
+    assert hook_log(store)[-1].endswith("done (ok)"), hook_log(store)
+
+
+@pytest.mark.parametrize("stdin", [b"", b"\xff" * (2 * hooks.MAX_INPUT), b'{"cwd": ["x"]}'])
+def test_real_hook_outside_a_store_exits_0(tmp_path: Path, stdin: bytes) -> None:
+    proc, elapsed = run_hook(stdin, tmp_path)
+    assert proc.returncode == 0 and b"no memory store" in proc.stderr
+    assert elapsed < 1.5
+
+
+def test_real_hook_with_unknown_flags_exits_0(tmp_path: Path) -> None:
+    proc, _ = run_hook(b"", tmp_path, "--nope", "--foreground=maybe")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_hook_imports_nothing_heavy(tmp_path: Path) -> None:
+    proc, _ = run_hook(b"", tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+    assert not {"anthropic", "httpx", "memcli.consolidate.llm_bridge"} & modules

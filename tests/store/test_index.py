@@ -1,0 +1,357 @@
+"""The index's fast paths: splicing a few entries, the binary last-run snapshot, the
+signature cache's appends. Each must give what the slow, obvious path gives."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memcli.consolidate import engine
+from memcli.store import index, journal
+from memcli.store.model import parse_ts
+from memcli.store.store import STAMP_AGE_NS, Store
+from tests.conftest import NOW, add, assert_invariants, days_ago, write_memory
+
+MOMENT = parse_ts(NOW)[0]
+DUP = "Restart the payments worker after every config change to the staging cluster"
+
+
+def entry(mem_id: str, file: str, n: int) -> dict[str, Any]:
+    return {"id": mem_id, "file": file, "type": "semantic", "subtype": "fact", "tags": [f"t{n}", 'q"uote'],
+            "summary": f'{{"id":"mem_fake","file":"x"}} {n}', "size": n, "mtime_ns": n * 7,
+            "content_hash": f"{n:064x}", "run_hash": f"{n:064x}"}
+
+
+ids = st.sampled_from([f"mem_{c}" for c in "ABCDEFGH"])
+files = st.tuples(ids, st.sampled_from(["json", "md", "@run_1.json", "@run_2.md"])).map(
+    lambda t: (t[0], t[0] + (t[1] if t[1].startswith("@") else "." + t[1])))
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=st.dictionaries(files.map(lambda t: t[1]), ids, max_size=12),
+       changes=st.dictionaries(files.map(lambda t: t[1]), st.integers(0, 50) | st.none(), max_size=6))
+def test_splice_writes_what_a_full_rewrite_writes(tmp_path_factory: pytest.TempPathFactory,
+                                                  before: dict[str, str], changes: dict[str, int | None]) -> None:
+    folder = tmp_path_factory.mktemp("splice")
+    old = {name: entry(name.split("@")[0].split(".")[0], name, n) for n, name in enumerate(sorted(before))}
+    index.save(folder, index.build("archive", "archive", list(old.values()), MOMENT))
+    expected = dict(old)
+    for name, n in changes.items():
+        if n is None:
+            expected.pop(name, None)
+        else:
+            expected[name] = entry(name.split("@")[0].split(".")[0], name, 100 + n)
+    seen: dict[str, Any] = {}
+
+    def update(name: str, previous: dict[str, Any] | None) -> dict[str, Any] | None:
+        seen[name] = previous
+        return expected.get(name)
+
+    assert index.splice(folder, "archive", "archive", MOMENT, update, list(changes))
+    assert seen == {name: old.get(name) for name in changes}  # each old entry handed over as it was
+    full = tmp_path_factory.mktemp("full")
+    index.save(full, index.build("archive", "archive", [expected[k] for k in sorted(expected)], MOMENT))
+    assert (folder / index.INDEX_NAME).read_bytes() == (full / index.INDEX_NAME).read_bytes()
+
+
+def test_splice_leaves_an_index_in_another_layout_alone(tmp_path: Path) -> None:
+    pretty = orjson.dumps(index.build("agent", "coder", [entry("mem_A", "mem_A.json", 1)], MOMENT),
+                          option=orjson.OPT_INDENT_2)
+    (tmp_path / index.INDEX_NAME).write_bytes(pretty)
+    assert not index.splice(tmp_path, "agent", "coder", MOMENT, lambda n, o: None, ["mem_A.json"])
+    assert (tmp_path / index.INDEX_NAME).read_bytes() == pretty
+    assert not index.splice(tmp_path / "missing", "agent", "coder", MOMENT, lambda n, o: None, ["x.json"])
+
+
+def test_snapshot_round_trip_and_update(tmp_path: Path) -> None:
+    rows = [{**entry(f"mem_{c}", f"mem_{c}.json", n), "type": "episodic" if n % 2 else "semantic"}
+            for n, c in enumerate("DBCA")]
+    index.save_lastrun(tmp_path, rows)
+    snap = index.load_lastrun(tmp_path)
+    assert snap is not None and snap.names == ["mem_A.json", "mem_B.json", "mem_C.json", "mem_D.json"]
+    assert (snap.sizes[0], snap.mtimes[0], snap.content_hash(0)) == (3, 21, f"{3:064x}")
+    assert snap.blocks[snap.block_of[0]] == ("episodic", "fact")
+    fresh = [entry("mem_AB", "mem_AB.json", 9), entry("mem_B", "mem_B.json", 8)]
+    index.update_lastrun(tmp_path, snap, {"mem_B.json", "mem_C.json"}, fresh)
+    by_update = (tmp_path / index.LASTRUN_NAME).read_bytes()
+    index.save_lastrun(tmp_path, [rows[0], rows[3], *fresh])
+    assert by_update == (tmp_path / index.LASTRUN_NAME).read_bytes()
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[:-1], lambda b: b"XXXXX" + b[5:], lambda b: b + b"\0",
+                                    lambda b: b[:20], lambda b: b""])
+def test_a_damaged_snapshot_is_no_snapshot(tmp_path: Path, damage: Any) -> None:
+    index.save_lastrun(tmp_path, [entry("mem_A", "mem_A.json", 1), entry("mem_B", "mem_B.json", 2)])
+    path = tmp_path / index.LASTRUN_NAME
+    path.write_bytes(damage(path.read_bytes()))
+    assert index.load_lastrun(tmp_path) is None
+
+
+def test_a_row_as_new_as_the_snapshot_is_not_trusted(tmp_path: Path) -> None:
+    """Rewritten within the timestamp granularity after the snapshot: read again (git's racy case)."""
+    index.save_lastrun(tmp_path, [entry("mem_A", "mem_A.json", 1)])
+    snap = index.load_lastrun(tmp_path)
+    assert snap is not None
+    assert snap.trusted(0, 1, 7) and not snap.trusted(0, 2, 7) and not snap.trusted(0, 1, 8)
+    snap.written_ns = 7
+    assert not snap.trusted(0, 1, 7)
+
+
+def test_signature_appends_survive_a_torn_last_row(tmp_path: Path) -> None:
+    index.add_sigs(tmp_path, {"aa" * 32: b"\1\2" * 4})  # no cache yet: written whole
+    index.add_sigs(tmp_path, {"bb" * 32: b"\3\4" * 4})
+    assert index.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4}
+    with open(tmp_path / index.SIG_NAME, "ab") as handle:
+        handle.write(b"\xcc" * 20)  # a crash in the middle of an append
+    assert index.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4}
+    index.add_sigs(tmp_path, {"cc" * 32: b"\7\7" * 4})  # after a torn row: rewritten, aligned again
+    assert index.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4,
+                                         "cc" * 32: b"\7\7" * 4}
+    index.add_sigs(tmp_path, {"dd" * 32: b"\5\6" * 8})  # another width: the cache is rewritten
+    assert index.load_sigs(tmp_path).loaded() == {"dd" * 32: b"\5\6" * 8}
+
+
+# ---------------------------------------------------------------- through a session_end run
+
+
+def full_index(store: Path, rel: str) -> list[dict[str, Any]]:
+    """What a rebuild from the files gives for the folder (run hashes as the index has them)."""
+    s = Store(store)
+    folder = s.folder_by_rel(rel)
+    assert folder is not None
+    return s.scan(folder, load=True).entries
+
+
+def test_session_end_updates_indices_as_a_rebuild_would(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = add(store, summary=DUP, created_at=days_ago(40))
+    for n in range(30):
+        add(store, summary=f"fact number {n} about the {n * 7} servers in rack {n % 5}")
+    add(store, summary="never used", access_count=0, tags=["old"])  # archived: archive/ gets an index
+    engine.consolidate(Store(store))
+    new = add(store, summary=DUP + " again", created_at=days_ago(10))
+    hand = add(store, summary="a hand-written note that stays", created_at=days_ago(9))
+    rebuilt: list[str] = []
+    monkeypatch.setattr(journal, "_reindex_folder", lambda s, rel, **kw: rebuilt.append(rel))
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert rebuilt == []  # every index was spliced, none rebuilt
+    monkeypatch.undo()
+    assert [a["type"] for a in out.actions] == ["merge"] and out.actions[0]["source_ids"] == [old["id"], new["id"]]
+    assert_invariants(store)
+    for rel in ("agent/coder", "archive"):
+        saved = orjson.loads((store / rel / index.INDEX_NAME).read_bytes())["entries"]
+        assert saved == full_index(store, rel), rel
+    entries = {e["id"]: e for e in orjson.loads((store / "agent/coder" / index.INDEX_NAME).read_bytes())["entries"]}
+    assert entries[hand["id"]]["run_hash"] == entries[hand["id"]]["content_hash"]
+    snap = index.load_lastrun(store / "agent" / "coder")
+    assert snap is not None and snap.names == sorted(p.name for p in (store / "agent" / "coder").glob("mem_*"))
+
+
+def test_session_end_rereads_a_same_size_edit_as_new_as_the_snapshot(store: Path) -> None:
+    data = add(store, summary="kept", access_count=3)
+    engine.consolidate(Store(store))
+    folder = store / "agent" / "coder"
+    path = folder / f"{data['id']}.json"
+    written = os.stat(folder / index.LASTRUN_NAME).st_mtime_ns
+    before = path.stat()
+    write_memory(store, {**data, "access_count": 0})  # "3" -> "0": same size
+    assert path.stat().st_size == before.st_size
+    os.utime(path, ns=(written, written))  # within the same timestamp tick as the snapshot
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert [a["memory_id"] for a in out.actions] == [data["id"]]
+
+
+def test_session_end_with_an_index_in_another_layout_rebuilds_it(store: Path) -> None:
+    add(store, summary=DUP, created_at=days_ago(40))
+    engine.consolidate(Store(store))
+    path = store / "agent" / "coder" / index.INDEX_NAME
+    path.write_bytes(orjson.dumps(orjson.loads(path.read_bytes()), option=orjson.OPT_INDENT_2))
+    add(store, summary=DUP + " again", created_at=days_ago(10))
+    engine.consolidate(Store(store), trigger="session_end")
+    assert_invariants(store)
+    assert orjson.loads(path.read_bytes())["entries"] == full_index(store, "agent/coder")
+
+
+def age_folder(folder: Path, seconds: float = 3600) -> int:
+    """Set the folder's mtime back, as if no file had come or gone there for a while."""
+    stamp = time.time_ns() - int(seconds * 1e9)
+    os.utime(folder, ns=(stamp, stamp))
+    return stamp
+
+
+def listings(store: Path) -> dict[str, Any]:
+    return dict(orjson.loads((store / "ops" / "state.json").read_bytes()).get("listings", {}))
+
+
+def test_session_end_lists_a_folder_again_only_when_its_mtime_moved(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = add(store, summary="a fact that stays where it is")
+    engine.consolidate(Store(store))
+    folder = store / "agent" / "coder"
+    engine.consolidate(Store(store), trigger="session_end")
+    assert "agent/coder" not in listings(store)  # changed a moment ago: no stamp yet
+    stamp = age_folder(folder)
+    engine.consolidate(Store(store), trigger="session_end")
+    written = os.stat(folder / index.LASTRUN_NAME).st_mtime_ns
+    assert listings(store)["agent/coder"] == [stamp, written]
+    listed: list[str] = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda p=".": listed.append(str(p)) or real_listdir(p))
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert str(folder) not in listed and out.actions == []
+    assert listings(store)["agent/coder"] == [stamp, written]  # still vouched for
+    new = add(store, summary=DUP, created_at=days_ago(40))  # files came: the folder's mtime moved
+    add(store, summary=DUP + " again", created_at=days_ago(10))
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert str(folder) in listed
+    assert [a["type"] for a in out.actions] == ["merge"] and new["id"] in out.actions[0]["source_ids"]
+    assert kept["id"] not in str(out.actions)
+    assert "agent/coder" not in listings(store)  # its snapshot was rewritten
+    assert_invariants(store)
+
+
+def test_session_end_keeps_no_stamp_for_a_folder_changed_just_before_its_listing(store: Path) -> None:
+    add(store, summary="a fact")
+    engine.consolidate(Store(store))
+    folder = store / "agent" / "coder"
+    age_folder(folder, seconds=STAMP_AGE_NS / 1e9 / 2)
+    engine.consolidate(Store(store), trigger="session_end")
+    assert "agent/coder" not in listings(store)
+
+
+def test_a_stale_or_damaged_stamp_is_no_stamp(store: Path) -> None:
+    add(store, summary="a fact")
+    engine.consolidate(Store(store))
+    folder = store / "agent" / "coder"
+    mtime = os.stat(folder).st_mtime_ns
+    state = orjson.loads((store / "ops" / "state.json").read_bytes())
+    for saved in ([mtime, 1], "junk", [mtime], [str(mtime), 1]):  # another snapshot's, or not a stamp
+        state["listings"] = {"agent/coder": saved}
+        (store / "ops" / "state.json").write_bytes(orjson.dumps(state))
+        new = add(store, summary=f"a note written by hand {saved!r}")
+        os.utime(folder, ns=(mtime, mtime))  # as if the new file had not moved it
+        out = engine.consolidate(Store(store), dry_run=True, trigger="session_end")
+        assert out.stats["memory_count"] == len(list(folder.glob("mem_*"))), saved
+        new_path = folder / f"{new['id']}.json"
+        new_path.rename(folder.parent / new_path.name)  # out of the folder again
+        os.utime(folder, ns=(mtime, mtime))
+
+
+# ---------------------------------------------------------------- the similar-pairs cache
+
+
+PLANTED = ["Rotate the staging database credentials before the quarterly security audit",
+           "Page the secondary on call engineer when the primary does not answer quickly",
+           "Run the schema migration on a replica first and compare the row counts after"]
+
+
+def big_block(store: Path, n: int = 60) -> None:
+    """More memories in one block than are compared all-pairs, a few restating each other."""
+    for _ in range(n):
+        add(store, tags=["ops"])
+    for text in PLANTED:
+        add(store, summary=text, tags=["ops"], created_at=days_ago(40))
+        add(store, summary=text + " today", tags=["ops"], created_at=days_ago(30))
+
+
+def test_a_run_with_the_pair_cache_plans_what_a_run_without_it_plans(store: Path) -> None:
+    big_block(store)
+    engine.consolidate(Store(store))  # merges the restatements, leaves _pairs.json behind
+    assert (store / "agent" / "coder" / index.PAIRS_NAME).exists()
+    for text in PLANTED[:2]:
+        add(store, summary=text + " again", tags=["ops"], created_at=days_ago(8))
+    with_cache = engine.consolidate(Store(store), dry_run=True)
+    (store / "agent" / "coder" / index.PAIRS_NAME).unlink()
+    without = engine.consolidate(Store(store), dry_run=True)
+    assert with_cache.actions == without.actions and any(a["type"] == "merge" for a in with_cache.actions)
+
+
+@pytest.mark.parametrize("damage", [b"{nope", b'{"params": "other", "covered": [], "pairs": []}',
+                                    b'{"params": null}', b"[]"])
+def test_a_damaged_or_foreign_pair_cache_is_no_cache(store: Path, damage: bytes) -> None:
+    big_block(store)
+    engine.consolidate(Store(store))
+    path = store / "agent" / "coder" / index.PAIRS_NAME
+    params = orjson.loads(path.read_bytes())["params"]
+    assert index.load_pairs(path.parent, params) is not None
+    path.write_bytes(damage)
+    assert index.load_pairs(path.parent, params) is None
+    add(store, summary=PLANTED[0] + " again", tags=["ops"], created_at=days_ago(8))
+    assert [a["type"] for a in engine.consolidate(Store(store), dry_run=True).actions] == ["merge"]
+
+
+def test_a_full_run_covers_the_folder_its_promotions_create(store: Path) -> None:
+    add(store, type="procedural", subtype="review", tags=["review"], access_count=6,
+        summary="Always ask for two reviewers on schema changes")
+    engine.consolidate(Store(store))
+    team = store / "team" / "backend"
+    assert (team / index.LASTRUN_NAME).exists() and len(list(team.glob("mem_*"))) == 1
+    add(store, summary="a note written in this session", created_at=days_ago(8))
+    planning = engine.plan(Store(store), engine.RunOptions(trigger="session_end"), engine.now())
+    assert planning.plan.covered == ["agent/coder"]  # the promoted copy is not looked at again
+
+
+def test_the_pair_cache_a_real_run_leaves_covers_what_it_rewrote(store: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    big_block(store)
+    first = engine.consolidate(Store(store))
+    assert any(a["type"] == "merge" for a in first.actions)  # keepers rewritten: new content
+    compared: list[Any] = []
+    real = engine.similar_pairs
+    monkeypatch.setattr(engine, "similar_pairs", lambda *a, **k: compared.append(k.get("focus")) or real(*a, **k))
+    again = engine.consolidate(Store(store), dry_run=True)
+    assert compared == [] and not [a for a in again.actions if a["type"] == "merge"]
+    monkeypatch.undo()
+    (store / "agent" / "coder" / index.PAIRS_NAME).unlink()
+    assert engine.consolidate(Store(store), dry_run=True).actions == again.actions
+
+
+def test_the_file_list_by_difference_with_the_snapshot_is_memory_names(store: Path) -> None:
+    kept = [add(store) for _ in range(3)]
+    engine.consolidate(Store(store))
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    snap = index.load_lastrun(folder.path)
+    assert snap is not None and s._names_since(folder, snap, None)[0] == s.memory_names(folder) == snap.names
+    (folder.path / "notes.txt").write_text("not a memory")
+    (folder.path / ".hidden.json").write_text("{}")
+    add(store)
+    assert s._names_since(folder, snap, None)[0] == s.memory_names(folder) != snap.names
+    (folder.path / f"{kept[0]['id']}.json").unlink()  # a file gone: the plain listing is used
+    assert s._names_since(folder, snap, None)[0] == s.memory_names(folder)
+
+
+def test_a_memory_planned_from_its_entry_whose_file_goes_bad_is_skipped(store: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planned from its index entry, the file is read only when the archive needs it; broken
+    by then, the action carries a hash no file has, so applying it skips it and the file is
+    left as it is, while the rest of the run goes on."""
+    stale = add(store, summary="never used", access_count=0, tags=["old"])
+    other = add(store, summary="never used either", access_count=0, tags=["older"])
+    from memcli.store.memories import reindex
+
+    reindex(Store(store))
+    path = store / "agent" / "coder" / f"{stale['id']}.json"
+    real_read = Store.read_quietly
+
+    def read(self: Store, file: Path, folder: Any) -> Any:
+        if file.name == path.name:
+            path.write_text("{broken")  # gone bad between the scan and the read
+            return None
+        return real_read(self, file, folder)
+
+    monkeypatch.setattr(Store, "read_quietly", read)
+    planning = engine.plan(Store(store), engine.RunOptions(), engine.now())
+    monkeypatch.undo()
+    assert {a.log["memory_id"] for a in planning.plan.actions} == {stale["id"], other["id"]}
+    out = engine.apply(Store(store), planning)
+    assert {(a["type"], a["memory_id"]) for a in out.actions} == {
+        ("skip", stale["id"]), ("archive", other["id"])}
+    assert path.read_text() == "{broken"
+    assert not (store / "archive" / path.name).exists()

@@ -1,0 +1,135 @@
+"""Records: validation messages, both formats, round trips, ids, time."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memcli.store import model
+from tests.conftest import record
+
+
+def problems(data: object, file_id: str | None = None) -> list[str]:
+    return model.validate(data, file_id=file_id)[0]
+
+
+def test_valid_record_has_no_problems() -> None:
+    data = record()
+    assert model.validate(data, file_id=data["id"]) == ([], [])
+
+
+@pytest.mark.parametrize("bad_id", ["mem_", "mem_a/b", "../etc/passwd", "mem_" + "a" * 65, "MEM_x", 7])
+def test_bad_ids_are_rejected(bad_id: object) -> None:
+    assert any("bad id" in p for p in problems(record(id=bad_id)))
+
+
+def test_id_must_match_file_name() -> None:
+    assert any("does not match the file name" in p for p in problems(record(), file_id="mem_other"))
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("type", "dream", "unknown type"),
+    ("priority", "urgent", "unknown priority"),
+    ("scope", "planet", "unknown scope"),
+    ("tags", "deploy", "'tags' must be a list of strings"),
+    ("tags", [1, 2], "'tags' must be a list of strings"),
+    ("access_count", -1, "'access_count' must be a non-negative integer"),
+    ("access_count", True, "'access_count' must be a non-negative integer"),
+    ("access_count", "3", "'access_count' must be a non-negative integer"),
+    ("consent", "yes", "'consent' must be true or false"),
+    ("content", "text", "'content' must be an object"),
+    ("promoted_to", 5, "'promoted_to' must be a string or null"),
+    ("created_at", "yesterday", "'created_at' is not an ISO 8601 timestamp"),  # updated_at too
+    ("updated_at", 12, "'updated_at' must be an ISO 8601 timestamp string"),
+    ("last_accessed", "2026-13-01T00:00:00Z", "'last_accessed' is not an ISO 8601 timestamp"),
+])
+def test_each_validation_error_names_the_field(field: str, value: object, message: str) -> None:
+    assert any(message in p for p in problems(record(**{field: value})))
+
+
+def test_missing_required_fields() -> None:
+    data = record()
+    del data["content"], data["created_at"]
+    found = problems(data)
+    assert "missing field 'content'" in found and "missing field 'created_at'" in found
+
+
+def test_details_and_timeline_types() -> None:
+    data = record()
+    data["content"] = {"summary": "s", "details": 5, "timeline": "x"}
+    found = problems(data)
+    assert "field 'content.details' must be a string" in found
+    assert "field 'content.timeline' must be a list" in found
+
+
+def test_timestamp_without_zone_is_utc_with_warning() -> None:
+    errors, warnings = model.validate(record(created_at="2026-01-01T10:00:00",
+                                             updated_at="2026-01-01T10:00:00Z"))
+    assert errors == [] and warnings == ["'created_at' has no time zone; read as UTC"]
+    assert model.parse_ts("2026-01-01T10:00:00")[0] == dt.datetime(2026, 1, 1, 10, tzinfo=dt.timezone.utc)
+
+
+def test_offsets_are_converted_to_utc() -> None:
+    assert model.format_ts(model.parse_ts("2026-01-01T10:00:00+02:00")[0]) == "2026-01-01T08:00:00Z"
+
+
+def test_memcli_now_replaces_the_clock() -> None:
+    assert model.format_ts(model.now()) == "2026-11-22T00:00:00Z"
+
+
+def test_ulids_sort_by_time_and_are_valid_ids() -> None:
+    early = model.new_memory_id(model.parse_ts("2026-01-01T00:00:00Z")[0])
+    late = model.new_memory_id(model.parse_ts("2026-06-01T00:00:00Z")[0])
+    assert early < late and len(early) == 30 and model.is_valid_id(early)
+    seeded = model.parse_ts("2026-01-01T00:00:00Z")[0]
+    assert model.new_memory_id(seeded, "s") == model.new_memory_id(seeded, "s")
+
+
+@pytest.mark.parametrize("fmt", ["json", "md"])
+def test_round_trip_keeps_unknown_fields(fmt: str) -> None:
+    data = record(details="line one\n\nline two", extra_field={"nested": [1, "two"]}, rank=3)
+    data["content"]["timeline"] = [{"at": "2026-01-01T00:00:00Z", "event": "e"}]
+    data["content"]["source"] = "chat"
+    assert model.decode(model.encode(data, fmt), fmt) == data
+
+
+def test_markdown_layout_puts_details_in_the_body() -> None:
+    data = record(details="The body text.")
+    text = model.encode(data, "md").decode()
+    front, body = text.split("\n---\n", 1)
+    assert "details" not in front and "content:" in front and body.strip() == "The body text."
+    assert f"created_at: '{data['created_at']}'" in front  # timestamps are quoted strings
+
+
+def test_markdown_with_unquoted_timestamps_reads_as_strings() -> None:
+    text = "---\nid: mem_a\ntype: semantic\ncreated_at: 2026-01-01T00:00:00Z\ncontent:\n  summary: s\n---\nbody\n"
+    data = model.decode(text.encode(), "md")
+    assert data["created_at"] == "2026-01-01T00:00:00Z" and data["content"]["details"] == "body"
+
+
+@pytest.mark.parametrize(("raw", "fmt", "reason"), [
+    (b"{not json", "json", "not valid JSON"),
+    (b"[1, 2]", "json", "not a JSON object"),
+    (b"\xff\xfe{}", "json", "not UTF-8 text"),
+    (b"no front matter here", "md", "no YAML front matter"),
+    (b"---\nid: [unclosed\n---\nbody", "md", "broken front matter"),
+    (b"---\n- a list\n---\nbody", "md", "broken front matter"),
+])
+def test_unparsable_files_give_a_reason(raw: bytes, fmt: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        model.decode(raw, fmt)
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tags=st.lists(_text.filter(str.strip), max_size=4), summary=_text,
+       extra=st.dictionaries(st.from_regex(r"[a-z]{1,8}", fullmatch=True), st.integers(-2**63, 2**63 - 1) | _text, max_size=3))
+def test_json_round_trip_property(tags: list[str], summary: str, extra: dict[str, object]) -> None:
+    data = record(tags=tags, summary=summary)
+    data.update({f"x_{k}": v for k, v in extra.items()})
+    assert model.decode(model.encode(data, "json"), "json") == data

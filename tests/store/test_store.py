@@ -1,0 +1,225 @@
+"""The store: discovery, reading with bad input, the index as a cache, atomic writes, the lock."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from memcli.errors import LockTimeoutError, NoStoreError
+from memcli.store import fsops, index
+from memcli.store.store import Store, discover
+from tests.conftest import add, assert_invariants, record, write_memory
+
+
+def test_discovery_order(tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "other"
+    (other / "ops").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NoStoreError, match="run `memcli init`"):
+        discover(None)
+    monkeypatch.setenv("MEMCLI_STORE", str(other))
+    assert discover(None) == other.resolve()
+    assert discover(str(store)) == store.resolve()  # --store wins over the environment
+
+
+def test_a_folder_with_only_memcli_toml_is_a_store(tmp_path: Path) -> None:
+    (tmp_path / "memcli.toml").write_text("")
+    assert discover(str(tmp_path)) == tmp_path.resolve()
+
+
+def test_scan_reads_both_formats(store: Path) -> None:
+    a = add(store, "json")
+    b = add(store, "md", details="long text")
+    scan = Store(store).scan(Store(store).folder("agent", "coder"))
+    assert set(scan.memories) == {a["id"], b["id"]} and scan.problems == []
+    assert scan.memories[b["id"]].content["details"] == "long text"
+
+
+def test_hand_dropped_file_is_found_and_gone_file_reported(store: Path) -> None:
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    first = add(store)
+    s.refresh_index(folder)
+    dropped = add(store)  # written by hand after the index
+    (folder.path / f"{first['id']}.json").unlink()  # and one file removed by hand
+    scan = s.scan(folder, load=False)
+    assert [e["id"] for e in scan.entries] == [dropped["id"]]
+    assert scan.drift
+    assert [(p.code, p.path) for p in scan.problems] == [("index_gone", f"agent/coder/{first['id']}.json")]
+    s.refresh_index(folder)
+    assert_invariants(store)
+    assert not s.scan(folder, load=False).drift
+
+
+def test_index_entry_reused_only_while_size_and_mtime_match(store: Path) -> None:
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    data = add(store)
+    s.refresh_index(folder)
+    path = folder.path / f"{data['id']}.json"
+    data["tags"] = ["changed"]
+    path.write_bytes(orjson.dumps(data))
+    entry = s.scan(folder, load=False).entries[0]
+    assert entry["tags"] == ["changed"]
+
+
+def _both_ways(s: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    """scan(load=False) as it runs, and with the whole-list check off (one file at a time)."""
+    from memcli.store import store as store_module
+
+    folder = s.folder("agent", "coder")
+    fast = s.scan(folder, load=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module, "_all_trusted", lambda *args: False)
+        slow = s.scan(folder, load=False)
+    return ((fast.entries, set(fast.memories), fast.drift, fast.run_hashes),
+            (slow.entries, set(slow.memories), slow.drift, slow.run_hashes))
+
+
+@pytest.mark.parametrize("damage", ["none", "mtime", "no_text_len", "bad_id", "reordered", "extra_file",
+                                    "count"])
+def test_whole_list_check_of_index_entries_gives_what_the_file_by_file_check_gives(
+        store: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    mems = [add(store, summary=f"fact {n}") for n in range(4)]
+    s.refresh_index(folder)
+    saved = orjson.loads((folder.path / index.INDEX_NAME).read_bytes())
+    entries = saved["entries"]
+    if damage == "mtime":
+        os.utime(folder.path / entries[1]["file"], ns=(1, 1))
+    elif damage == "no_text_len":
+        del entries[2]["text_len"]
+    elif damage == "bad_id":
+        entries[0]["id"] = "not an id"
+    elif damage == "reordered":
+        entries.reverse()
+    elif damage == "extra_file":
+        add(store, summary="dropped in by hand")
+    elif damage == "count":
+        saved["entry_count"] = 99
+    (folder.path / index.INDEX_NAME).write_bytes(orjson.dumps(saved))
+    fast, slow = _both_ways(s, monkeypatch)
+    assert fast == slow
+    assert len(fast[0]) == len(mems) + (damage == "extra_file")  # type: ignore[index]
+
+
+def test_unreadable_index_is_reported_and_rebuilt(store: Path) -> None:
+    s = Store(store)
+    add(store)
+    folder = s.folder("agent", "coder")
+    (folder.path / "_index.json").write_text("{broken")
+    scan = s.refresh_index(folder)
+    assert scan.problems[0].code == "index_unreadable"
+    assert index.load(folder.path)["entry_count"] == 1
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (b"{oops", "not valid JSON"),
+    (b"\xff\xff\xff", "not UTF-8"),
+    (orjson.dumps({**record(id="mem_x"), "type": "dream"}), "unknown type"),
+])
+def test_bad_file_reported_untouched_rest_read(store: Path, content: bytes, reason: str) -> None:
+    good = add(store)
+    bad = store / "agent" / "coder" / "mem_x.json"
+    bad.write_bytes(content)
+    scan = Store(store).scan(Store(store).folder("agent", "coder"))
+    assert list(scan.memories) == [good["id"]]
+    assert scan.problems[0].path == "agent/coder/mem_x.json" and reason in scan.problems[0].reason
+    assert bad.read_bytes() == content
+
+
+def test_symlink_and_oversized_files_are_not_read(store: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(orjson.dumps(record(id="mem_out")))
+    folder = store / "agent" / "coder"
+    folder.mkdir(parents=True)
+    (folder / "mem_out.json").symlink_to(outside)
+    big = folder / "mem_big.json"
+    with big.open("wb") as handle:
+        handle.truncate(10 * 1024 * 1024 + 1)
+    scan = Store(store).scan(Store(store).folder("agent", "coder"))
+    assert {p.code for p in scan.problems} == {"symlink", "too_large"}
+    assert scan.memories == {}
+
+
+def test_duplicate_ids_across_folders_are_left_out(store: Path) -> None:
+    data = add(store)
+    write_memory(store, {**data, "scope": "team", "scope_id": "backend"})
+    scan = Store(store).scan_all()
+    assert scan.memories() == []
+    assert sorted(p.code for p in scan.problems) == ["duplicate_id", "duplicate_id"]
+
+
+def test_scope_must_match_folder(store: Path) -> None:
+    data = record(scope_id="reviewer")
+    (store / "agent" / "coder").mkdir(parents=True)
+    (store / "agent" / "coder" / f"{data['id']}.json").write_bytes(orjson.dumps(data))
+    scan = Store(store).scan(Store(store).folder("agent", "coder"))
+    assert "does not match its folder agent/coder" in scan.problems[0].reason
+
+
+def test_bad_scope_ids_are_never_paths(store: Path) -> None:
+    with pytest.raises(Exception, match="bad scope id"):
+        Store(store).folder("agent", "../../etc")
+
+
+def test_write_new_never_overwrites(tmp_path: Path) -> None:
+    target = tmp_path / "a.json"
+    fsops.write_new(target, b"one")
+    with pytest.raises(FileExistsError):
+        fsops.write_new(target, b"two")
+    assert target.read_bytes() == b"one" and list(tmp_path.iterdir()) == [target]
+
+
+def test_write_replace_is_atomic_and_leaves_no_tmp(tmp_path: Path) -> None:
+    target = tmp_path / "a.json"
+    fsops.write_replace(target, b"one")
+    fsops.write_replace(target, b"two")
+    assert target.read_bytes() == b"two" and list(tmp_path.iterdir()) == [target]
+
+
+def test_crash_at_makes_the_process_end_before_the_nth_change(tmp_path: Path) -> None:
+    code = ("from pathlib import Path; from memcli.store import fsops; import sys\n"
+            f"fsops.write_replace(Path({str(tmp_path)!r}) / 'a', b'1')\n"
+            f"fsops.write_replace(Path({str(tmp_path)!r}) / 'b', b'2')\n")
+    env = {**os.environ, "MEMCLI_CRASH_AT": "3"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
+    assert result.returncode == 70
+    assert (tmp_path / "a").read_bytes() == b"1" and not (tmp_path / "b").exists()
+
+
+def _hold_lock(store: Path) -> subprocess.Popen[str]:
+    code = ("import sys, time; from filelock import FileLock\n"
+            f"lock = FileLock({str(store / 'ops' / '.lock')!r}); lock.acquire()\n"
+            "print('held', flush=True); sys.stdin.read()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_second_writer_waits_then_gives_up(store: Path) -> None:
+    holder = _hold_lock(store)
+    try:
+        with pytest.raises(LockTimeoutError) as info, Store(store).lock(0.2):
+            pass
+        assert info.value.exit_code == 75
+    finally:
+        holder.communicate("")
+    with Store(store).lock(0.2):  # released: the next writer gets in
+        pass
+
+
+def test_lock_of_a_killed_process_does_not_block(store: Path) -> None:
+    holder = _hold_lock(store)
+    holder.kill()
+    holder.wait()
+    assert (store / "ops" / ".lock").exists()
+    with Store(store).lock(0.5):
+        pass
