@@ -27,7 +27,7 @@ import orjson
 from memcli.errors import MemcliError
 from memcli.store import fsops
 from memcli.store.model import format_ts, now
-from memcli.store.store import is_store
+from memcli.store.store import find_upwards, is_store
 
 MAX_INPUT = 1024 * 1024  # more than any real hook payload; the rest is never read
 READ_TIMEOUT_S = 0.3  # stdin left open by the caller must not eat the 1.5 s budget
@@ -152,12 +152,25 @@ def clean(value: object, size: int = 120) -> str:
 # ---------------------------------------------------------------- the store and the log
 
 
-def find_store(explicit: str | None, hook_cwd: str | None) -> Path:
-    """`--store`, else `MEMCLI_STORE`, else the folder the agent ran in, else the current
-    directory. A hook cwd that is not an existing folder is ignored."""
-    usable_cwd = hook_cwd if hook_cwd and os.path.isabs(hook_cwd) and os.path.isdir(hook_cwd) else None
-    chosen = explicit or os.environ.get("MEMCLI_STORE") or usable_cwd or os.getcwd()
-    return Path(chosen).expanduser()
+def find_store(explicit: str | None, hook_cwd: str | None) -> tuple[Path | None, str]:
+    """The store a hook works on, and where it looked (for the message when there is none):
+    `--store`, else `MEMCLI_STORE` (each must be a store itself); else the session's `cwd`,
+    `CLAUDE_PROJECT_DIR` and the current directory, each with its parents (SPEC 1): a session
+    that moved into a subfolder of its project still finds the project's store. A cwd that
+    is not an absolute path to an existing folder is ignored."""
+    named = explicit or os.environ.get("MEMCLI_STORE")
+    if named:
+        root = Path(named).expanduser()
+        return (root if is_store(root) else None), str(root)
+    tried: list[str] = []
+    for start in (hook_cwd, os.environ.get("CLAUDE_PROJECT_DIR"), os.getcwd()):
+        if not start or not os.path.isabs(start) or not os.path.isdir(start) or start in tried:
+            continue
+        tried.append(start)
+        found = find_upwards(Path(start))
+        if found is not None:
+            return found, start
+    return None, ", ".join(tried) or os.getcwd()
 
 
 def log(root: Path, message: str) -> bool:
@@ -198,11 +211,11 @@ def session_end(explicit: str | None, stream: IO[Any] | None, foreground: bool =
     notes = list(info.notes)
     if extra_args:
         notes.append(f"ignored unknown arguments: {clean(' '.join(extra_args))}")
-    root = find_store(explicit, info.cwd)
-    if not is_store(root):
-        return HookReport(None, False, notes=[*notes, f"no memory store at {clean(root, 300)}; "
-                                              "nothing to do (run `memcli init` there)"])
-    root = root.resolve()
+    found, looked = find_store(explicit, info.cwd)
+    if found is None:
+        return HookReport(None, False, notes=[*notes, f"no memory store at {clean(looked, 300)} or its "
+                                              "parents; nothing to do (run `memcli init` there)"])
+    root = found.resolve()
     for note in notes:
         log(root, f"session-end: {note}")
     log(root, f"session-end: session {clean(info.session_id or '-')} "

@@ -103,27 +103,60 @@ class StoreScan:
         return [m for scan in self.folders for m in scan.memories.values()]
 
 
+OPS_MARKERS = ("state.json", "consolidation-log.json")  # memcli's own files in ops/
+
+
 def is_store(path: Path) -> bool:
-    return (path / "memcli.toml").is_file() or (path / "ops").is_dir()
+    """A store holds `memcli.toml`, or an `ops/` folder with memcli's own state or log in it;
+    an `ops/` folder alone (a project's deploy scripts) is not one (SPEC 1)."""
+    try:
+        if (path / "memcli.toml").is_file():
+            return True
+        return any((path / "ops" / name).is_file() for name in OPS_MARKERS)
+    except OSError:  # a folder we may not look into is not a store we can use
+        return False
+
+
+def find_upwards(start: Path) -> Path | None:
+    """The first store at `start` or one of its parents, as git finds a repository."""
+    try:
+        here = start.expanduser().absolute()
+    except OSError:
+        return None
+    for folder in (here, *here.parents):
+        if is_store(folder):
+            return folder
+    return None
 
 
 def discover(explicit: str | None) -> Path:
-    """`--store`, else `MEMCLI_STORE`, else the current directory; must be a store."""
-    root = Path(explicit or os.environ.get("MEMCLI_STORE") or os.getcwd()).expanduser()
-    if not is_store(root):
-        raise NoStoreError(root)
-    return root.resolve()
+    """`--store`, else `MEMCLI_STORE` (each must be a store itself), else the current
+    directory or the nearest parent that is a store."""
+    named = explicit or os.environ.get("MEMCLI_STORE")
+    if named:
+        root = Path(named).expanduser()
+        if not is_store(root):
+            raise NoStoreError(root)
+        return root.resolve()
+    cwd = Path(os.getcwd())
+    found = find_upwards(cwd)
+    if found is None:
+        raise NoStoreError(cwd)
+    return found.resolve()
 
 
 def init_store(root: Path) -> bool:
-    """Create a store at `root`; returns False when one was already there (nothing changed)."""
-    existed = is_store(root)
+    """Create a store at `root`; returns False when one was already there (nothing changed).
+    A folder that only has an unrelated `ops/` (a project's scripts) is not a store yet:
+    init makes it one, keeping what is in `ops/`."""
+    if is_store(root):
+        return False
     for sub in ("ops", "archive", "global"):
         if not (root / sub).is_dir():
             fsops.mkdir(root / sub)
     if not (root / "memcli.toml").exists():
         fsops.write_new(root / "memcli.toml", DEFAULT_TOML.encode())
-    return not existed
+    return True
 
 
 class Store:

@@ -154,11 +154,9 @@ def test_hostile_input_still_exits_0_and_uses_the_current_store(
         stdin: bytes, store: Path, spawned: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(store)
     hook(stdin=stdin)
-    if stdin.startswith(b'{"cwd":"/tmp"'):
-        assert spawned == []  # /tmp is a real folder and no store: nothing to do
-    else:
-        assert spawned == [store.resolve()]
-        assert "\x1b" not in "".join(hook_log(store))
+    # A session cwd with no store in it (/tmp) falls back to the hook's own folder (SPEC 1).
+    assert spawned == [store.resolve()]
+    assert "\x1b" not in "".join(hook_log(store))
 
 
 def test_hook_cwd_pointing_at_a_file_falls_back_to_the_current_folder(
@@ -168,6 +166,33 @@ def test_hook_cwd_pointing_at_a_file_falls_back_to_the_current_folder(
     monkeypatch.chdir(store)
     hook(stdin=payload(cwd=str(memo)))
     assert spawned == [store.resolve()]
+
+
+def test_a_session_in_a_subfolder_finds_the_project_store(
+        store: Path, cwd: Path, spawned: list[Path]) -> None:
+    """The store is the project folder and the session moved into a subfolder of it."""
+    sub = store / "src" / "deep"
+    sub.mkdir(parents=True)
+    hook(stdin=payload(cwd=str(sub)))
+    assert spawned == [store.resolve()]
+
+
+def test_claude_project_dir_is_tried_after_the_session_cwd(
+        store: Path, cwd: Path, tmp_path: Path, spawned: list[Path]) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    hook(stdin=payload(cwd=str(elsewhere)), env={"CLAUDE_PROJECT_DIR": str(store)})
+    assert spawned == [store.resolve()]
+
+
+def test_an_unrelated_ops_folder_is_never_written_to(
+        tmp_path: Path, cwd: Path, spawned: list[Path]) -> None:
+    project = tmp_path / "webapp"
+    (project / "ops").mkdir(parents=True)
+    (project / "ops" / "deploy.sh").write_text("echo hi\n")
+    result = hook(stdin=payload(cwd=str(project)))
+    assert spawned == [] and "no memory store" in result.stderr
+    assert sorted(p.name for p in (project / "ops").iterdir()) == ["deploy.sh"]
 
 
 def test_outside_a_store_exits_0_with_a_note(cwd: Path, spawned: list[Path]) -> None:

@@ -12,13 +12,14 @@ import pytest
 
 from memcli.errors import LockTimeoutError, NoStoreError
 from memcli.store import fsops, index
-from memcli.store.store import Store, discover
+from memcli.store.store import Store, discover, init_store, is_store
 from tests.conftest import add, assert_invariants, record, write_memory
 
 
 def test_discovery_order(tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     other = tmp_path / "other"
     (other / "ops").mkdir(parents=True)
+    (other / "ops" / "state.json").write_text("{}")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(NoStoreError, match="run `memcli init`"):
         discover(None)
@@ -30,6 +31,57 @@ def test_discovery_order(tmp_path: Path, store: Path, monkeypatch: pytest.Monkey
 def test_a_folder_with_only_memcli_toml_is_a_store(tmp_path: Path) -> None:
     (tmp_path / "memcli.toml").write_text("")
     assert discover(str(tmp_path)) == tmp_path.resolve()
+
+
+@pytest.mark.parametrize("marker", ["state.json", "consolidation-log.json"])
+def test_an_ops_folder_with_memcli_files_is_a_store(tmp_path: Path, marker: str) -> None:
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / marker).write_text("{}")
+    assert is_store(tmp_path)
+
+
+def test_an_ops_folder_of_other_files_is_not_a_store(tmp_path: Path) -> None:
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "deploy.sh").write_text("echo deploy\n")
+    (tmp_path / "ops" / "hook.log").write_text("")
+    assert not is_store(tmp_path)
+    with pytest.raises(NoStoreError):
+        discover(str(tmp_path))
+
+
+def test_discovery_walks_up_from_a_subfolder(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    deep = store / "agent" / "coder" / "nested"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    monkeypatch.delenv("MEMCLI_STORE", raising=False)
+    assert discover(None) == store.resolve()
+
+
+def test_discovery_takes_the_nearest_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "memcli.toml").write_text("")
+    inner = tmp_path / "project"
+    (inner / "sub").mkdir(parents=True)
+    (inner / "memcli.toml").write_text("")
+    monkeypatch.chdir(inner / "sub")
+    monkeypatch.delenv("MEMCLI_STORE", raising=False)
+    assert discover(None) == inner.resolve()
+
+
+def test_named_store_is_not_searched_upwards(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--store and MEMCLI_STORE name the store itself: a subfolder of one is refused."""
+    with pytest.raises(NoStoreError):
+        discover(str(store / "agent"))
+    monkeypatch.setenv("MEMCLI_STORE", str(store / "agent"))
+    with pytest.raises(NoStoreError):
+        discover(None)
+
+
+def test_init_makes_a_store_of_a_folder_with_an_unrelated_ops(tmp_path: Path) -> None:
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "deploy.sh").write_text("echo deploy\n")
+    assert init_store(tmp_path) is True
+    assert (tmp_path / "memcli.toml").is_file() and (tmp_path / "ops" / "deploy.sh").read_text() == "echo deploy\n"
+    assert init_store(tmp_path) is False  # now it is one: a second init changes nothing
 
 
 def test_scan_reads_both_formats(store: Path) -> None:
