@@ -1,7 +1,7 @@
 """Domain exceptions. Each message says what went wrong and what to do next.
 
 The CLI turns every `MemcliError` into `Error: <message>` and its `exit_code`,
-in one place (`memcli.cli.app`). Nothing a user can cause raises anything else.
+in one place (`memcli.cli.common`). Nothing a user can cause raises anything else.
 """
 
 from __future__ import annotations

@@ -1,15 +1,41 @@
-"""The command line. Thin: parse options, call one core function, render its result."""
+"""The command line. Thin: parse options, call one core function, render its result.
+
+Start-up is lean on purpose: agents run `memcli hook ...` and `memcli recall` on every
+session and prompt. `main` first offers the arguments to `memcli.cli.fast`, which serves the
+hot commands with the standard library and the core modules they need; everything else
+(and every `--help`) goes to the typer application, imported only then.
+"""
 
 from __future__ import annotations
 
-from memcli.cli import runs, safety, store_cmds  # noqa: F401  (registers commands)
+import sys
+from typing import Any
 
-from memcli.cli import integrations  # noqa: F401  # isort: skip  (last in --help)
-from memcli.cli.app import app
+
+def load_app() -> Any:
+    """The typer application with every command registered (imports typer and the CLI)."""
+    from memcli.cli import runs, safety, store_cmds  # noqa: F401  (registers commands)
+
+    from memcli.cli import integrations  # noqa: F401  # isort: skip  (last in --help)
+    from memcli.cli.common import app
+
+    return app
 
 
 def main() -> None:
-    app()
+    from memcli.cli.fast import dispatch
+
+    code = dispatch(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    load_app()()
 
 
-__all__ = ["app", "main"]
+def __getattr__(name: str) -> Any:
+    """`from memcli.cli import app` (tests, embedding) without importing typer at start-up."""
+    if name == "app":
+        return load_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["app", "load_app", "main"]

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from memcli.cli.app import Opts, app, emit_json, opts
+from memcli.cli import hookmain
+from memcli.cli.common import Opts, app, emit_json, opts
+from memcli.cli.fast import FastOpts
 from memcli.integrations import hooks, install, schedule
 from memcli.store.model import now, ts_or_none
 from memcli.store.store import discover, is_store
@@ -37,46 +39,8 @@ def session_end_cmd(ctx: typer.Context) -> None:
 
     Example: echo '{"cwd": "/work/project"}' | memcli hook session-end
     """
-    # Flags are read by hand: a parse error would exit 2, and a hook must always exit 0.
     o = opts(ctx)
-    foreground = "--foreground" in ctx.args
-    extra = [arg for arg in ctx.args if arg != "--foreground"]
-    wait = o.wait if foreground else max(o.wait, hooks.BACKGROUND_WAIT_S)
-    try:
-        report = hooks.session_end(o.store, sys.stdin, foreground, wait, extra)
-    except Exception as exc:  # the agent must never see the hook fail: report, exit 0
-        report = hooks.HookReport(None, False, ok=False, notes=[f"hook failed: {exc!r}"])
-    _render_hook(report, o)
-
-
-def _render_hook(report: hooks.HookReport, o: Opts) -> None:
-    for note in report.notes:
-        _say(sys.stderr, f"memcli hook: {note}\n")
-    if o.json:
-        _say(sys.stdout, _json_text(report.as_dict()))
-    elif not o.quiet and report.started:
-        where = "in this process" if report.foreground else f"in the background (pid {report.pid})"
-        _say(sys.stderr, f"memcli hook: session_end pass {'ran' if report.foreground else 'started'} "
-                         f"{where} for {report.store}; log: ops/{hooks.LOG_NAME}\n")
-
-
-def _say(stream: IO[str], text: str) -> None:
-    """Write, tolerating a reader that already went away (the hook's caller may have
-    given up on it): a broken pipe must not turn exit 0 into a traceback."""
-    try:
-        stream.write(text)
-        stream.flush()
-    except (OSError, ValueError):
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-        except (OSError, ValueError):
-            pass
-
-
-def _json_text(data: Any) -> str:
-    import orjson
-
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+    hookmain.session_end(FastOpts(o.store, o.json, o.quiet, o.wait), list(ctx.args))
 
 
 @hook_app.command("run-background", hidden=True)

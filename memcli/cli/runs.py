@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memcli.cli.app import app, emit_json, notes, opts
+from memcli.cli.common import app, emit_json, notes, opts
 from memcli.consolidate import engine, history
 from memcli.errors import MemcliError
 from memcli.store.model import Outcome

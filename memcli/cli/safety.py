@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from memcli.cli.app import app, emit_json, opts
+from memcli.cli.common import app, emit_json, opts
 from memcli.consolidate import undo as undo_core
 from memcli.store import doctor as doctor_core
 from memcli.store.model import Outcome

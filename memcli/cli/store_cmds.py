@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memcli.cli.app import app, emit_json, notes, opts, warn
+from memcli.cli.common import app, emit_json, notes, opts, warn
 from memcli.errors import MemcliError
 from memcli.store import memories
 from memcli.store.model import encode, now

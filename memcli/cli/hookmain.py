@@ -1,0 +1,53 @@
+"""`memcli hook ...` as the fast path serves it (no typer): read flags by hand, call the
+core, render. A hook never fails the agent: whatever happens, the exit code is 0."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import IO
+
+from memcli.cli.fast import FastOpts
+from memcli.integrations import hooks
+
+
+def session_end(opts: FastOpts, args: list[str]) -> int:
+    """For an agent's SessionEnd hook (see `memcli hook session-end --help`)."""
+    # Flags are read by hand: a parse error would exit 2, and a hook must always exit 0.
+    foreground = "--foreground" in args
+    extra = [arg for arg in args if arg != "--foreground"]
+    wait = opts.wait if foreground else max(opts.wait, hooks.BACKGROUND_WAIT_S)
+    try:
+        report = hooks.session_end(opts.store, sys.stdin, foreground, wait, extra)
+    except Exception as exc:  # the agent must never see the hook fail: report, exit 0
+        report = hooks.HookReport(None, False, ok=False, notes=[f"hook failed: {exc!r}"])
+    render(report, opts)
+    return 0
+
+
+def render(report: hooks.HookReport, opts: FastOpts) -> None:
+    for note in report.notes:
+        say(sys.stderr, f"memcli hook: {note}\n")
+    if opts.json:
+        import orjson
+
+        say(sys.stdout, orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif not opts.quiet and report.started:
+        where = "in this process" if report.foreground else f"in the background (pid {report.pid})"
+        say(sys.stderr, f"memcli hook: session_end pass {'ran' if report.foreground else 'started'} "
+                        f"{where} for {report.store}; log: ops/{hooks.LOG_NAME}\n")
+
+
+def say(stream: IO[str], text: str) -> None:
+    """Write, tolerating a reader that already went away (the hook's caller may have
+    given up on it): a broken pipe must not turn exit 0 into a traceback."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+
