@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import IO
 
-from memcli.cli.fast import FastOpts
 from memcli.integrations import hooks
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
+
+    from memcli.cli.fast import FastOpts
 
 
 def session_end(opts: FastOpts, args: list[str]) -> int:
@@ -25,13 +29,22 @@ def session_end(opts: FastOpts, args: list[str]) -> int:
     return 0
 
 
+def run_background(opts: FastOpts, args: list[str]) -> int:
+    """Internal: the pass `hook session-end` starts, served without typer (it runs after
+    every session, so its start-up is worth keeping small too)."""
+    root = opts.store or os.getcwd()
+    if hooks.is_store_dir(root):
+        hooks.run_pass(os.path.realpath(root), opts.wait)
+    return 0
+
+
 def render(report: hooks.HookReport, opts: FastOpts) -> None:
     for note in report.notes:
         say(sys.stderr, f"memcli hook: {note}\n")
     if opts.json:
-        import orjson
+        import json
 
-        say(sys.stdout, orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        say(sys.stdout, json.dumps(report.as_dict(), indent=2) + "\n")
     elif not opts.quiet and report.started:
         where = "in this process" if report.foreground else f"in the background (pid {report.pid})"
         say(sys.stderr, f"memcli hook: session_end pass {'ran' if report.foreground else 'started'} "
@@ -49,5 +62,3 @@ def say(stream: IO[str], text: str) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
         except (OSError, ValueError):
             pass
-
-

@@ -14,7 +14,7 @@ from rich.table import Table
 from memcli.cli import hookmain
 from memcli.cli.common import Opts, app, emit_json, opts
 from memcli.cli.fast import FastOpts
-from memcli.integrations import hooks, install, schedule
+from memcli.integrations import install, schedule
 from memcli.store.model import now, ts_or_none
 from memcli.store.store import discover, is_store
 
@@ -51,9 +51,7 @@ def run_background_cmd(ctx: typer.Context) -> None:
     Example: memcli --store /abs/store hook run-background
     """
     o = opts(ctx)
-    root = Path(o.store or os.getcwd())
-    if is_store(root):
-        hooks.run_pass(root.resolve(), o.wait)
+    hookmain.run_background(FastOpts(o.store, o.json, o.quiet, o.wait), [])
 
 
 # ---------------------------------------------------------------- install claude

@@ -1,66 +1,76 @@
 """`memcli hook session-end`: what an agent's SessionEnd hook runs (SPEC section 4).
 
-Claude Code cancels a SessionEnd hook after about 1.5 s, so the hook only reads its input,
-finds the store and starts one detached background process (`memcli hook run-background`)
-that runs the `session_end` consolidation and then `tick`. It never fails the agent: every
-problem becomes a timestamped line in `ops/hook.log` (and a note for stderr) and the exit
-code stays 0. This module imports nothing heavy; the engine is imported only by the
+The hook only reads its input, finds the store and starts one detached background process
+(`memcli hook run-background`) that runs the `session_end` consolidation and then `tick`. It
+never fails the agent: every problem becomes a timestamped line in `ops/hook.log` (and a
+note for stderr) and the exit code stays 0.
+
+Start-up is the hook's whole cost, so this module imports the standard library's cheapest
+parts and nothing of memcli but `memcli.store.locate` (no pathlib, typing, dataclasses,
+subprocess, orjson, yaml or config): the whole `hook session-end` process stays within a few
+times a bare interpreter start (bench/hook_bench.py). The engine is imported only by the
 background pass.
+
+`ops/hook.log` is bounded: past `LOG_MAX_BYTES` it is renamed to `ops/hook.log.1` (replacing
+the older one) and a new log begins, so the two files never hold much more than twice that.
+Each line is `TIMESTAMP LEVEL [PID] EVENT: message`; `memcli status` reads them back.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import os
-import select
-import subprocess
 import sys
 import time
-import traceback
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
 
-import orjson
+from memcli.store.locate import find_upwards_dir, is_store_dir
 
-from memcli.errors import MemcliError
-from memcli.store import fsops
-from memcli.store.model import format_ts, now
-from memcli.store.store import find_upwards, is_store
+TYPE_CHECKING = False  # `typing` and `pathlib` would cost every hook a few milliseconds
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import IO, Any
 
 MAX_INPUT = 1024 * 1024  # more than any real hook payload; the rest is never read
-READ_TIMEOUT_S = 0.3  # stdin left open by the caller must not eat the 1.5 s budget
+READ_TIMEOUT_S = 0.3  # stdin left open by the caller must not eat the hook's budget
 BACKGROUND_WAIT_S = 60.0  # nobody waits for the background pass: it may wait for the lock
 LOG_NAME = "hook.log"
+LOG_OLD_NAME = "hook.log.1"
+LOG_MAX_BYTES = 256 * 1024  # about 400 sessions of lines; hook.log.1 keeps the 400 before
 HOOK_FIELDS = ("session_id", "transcript_path", "cwd", "hook_event_name", "reason")
 _MAX_FIELD = 4096
+_MAX_DEPTH = 64  # no real hook payload nests deeper; deeper input is refused before parsing
 
 # The background processes this process started: keeping a reference stops Python from
 # warning that a child is "still running" when the Popen object is collected.
-_children: list[subprocess.Popen[bytes]] = []
+_children: list[Any] = []
 
 
-@dataclass
 class HookInput:
     """The fields of the hook's JSON that memcli uses; each is a short string or None."""
 
-    session_id: str | None = None
-    transcript_path: str | None = None
-    cwd: str | None = None
-    hook_event_name: str | None = None
-    reason: str | None = None
-    notes: list[str] = field(default_factory=list)  # what was wrong with the input
+    __slots__ = ("session_id", "transcript_path", "cwd", "hook_event_name", "reason", "notes")
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+        self.transcript_path: str | None = None
+        self.cwd: str | None = None
+        self.hook_event_name: str | None = None
+        self.reason: str | None = None
+        self.notes: list[str] = []  # what was wrong with the input
 
 
-@dataclass
 class HookReport:
-    store: str | None
-    started: bool
-    pid: int | None = None
-    foreground: bool = False
-    ok: bool = True
-    notes: list[str] = field(default_factory=list)
+    """What the hook did, for stderr or `--json`."""
+
+    __slots__ = ("store", "started", "pid", "foreground", "ok", "notes")
+
+    def __init__(self, store: str | None, started: bool, pid: int | None = None,
+                 foreground: bool = False, ok: bool = True, notes: list[str] | None = None) -> None:
+        self.store = store
+        self.started = started
+        self.pid = pid
+        self.foreground = foreground
+        self.ok = ok
+        self.notes = notes if notes is not None else []
 
     def as_dict(self) -> dict[str, Any]:
         return {"store": self.store, "started": self.started, "pid": self.pid,
@@ -99,12 +109,17 @@ def _read_stream(stream: IO[Any], limit: int) -> tuple[bytes, bool]:
 
 
 def _read_fd(fd: int, limit: int, timeout: float) -> tuple[bytes, bool]:
+    import select
+
     chunks: list[bytes] = []
     size = 0
     deadline = time.monotonic() + timeout
     while size <= limit:
-        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-        chunk = os.read(fd, 65536) if ready else b""
+        try:
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+            chunk = os.read(fd, 65536) if ready else b""
+        except OSError:  # a closed or broken descriptor: what was read is all there is
+            break
         if not chunk:
             break
         chunks.append(chunk)
@@ -121,10 +136,8 @@ def parse_input(raw: bytes, truncated: bool) -> HookInput:
         return info
     if not raw.strip():
         return info
-    try:
-        data = orjson.loads(raw)  # bounded nesting depth: hostile input cannot recurse us away
-    except orjson.JSONDecodeError as exc:
-        info.notes.append(f"hook input is not JSON ({str(exc)[:120]}); ignored it")
+    data = _loads(raw, info)
+    if data is None:
         return info
     if not isinstance(data, dict):
         info.notes.append("hook input is not a JSON object; ignored it")
@@ -132,6 +145,47 @@ def parse_input(raw: bytes, truncated: bool) -> HookInput:
     for name in HOOK_FIELDS:
         _take_field(info, name, data.get(name))
     return info
+
+
+def _loads(raw: bytes, info: HookInput) -> Any:
+    """The parsed JSON, or None with a note. The standard library's parser (orjson alone
+    costs a hook 15 ms), behind a nesting check so that hostile input cannot recurse."""
+    import json
+
+    if _too_deep(raw):
+        info.notes.append(f"hook input is not JSON we take (nested over {_MAX_DEPTH} levels); ignored it")
+        return None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        info.notes.append(f"hook input is not JSON ({clean(exc, 120)}); ignored it")
+        return None
+
+
+def _too_deep(raw: bytes) -> bool:
+    """Whether brackets outside strings nest deeper than _MAX_DEPTH (a cheap upper bound:
+    a bracket inside a string only ever makes this say "deeper")."""
+    if raw.count(b"[") + raw.count(b"{") <= _MAX_DEPTH:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > _MAX_DEPTH:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
 
 
 def _take_field(info: HookInput, name: str, value: Any) -> None:
@@ -149,56 +203,134 @@ def clean(value: object, size: int = 120) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
-# ---------------------------------------------------------------- the store and the log
+# ---------------------------------------------------------------- the store
+
+
+def find_store_dir(explicit: str | None, hook_cwd: str | None) -> tuple[str | None, str, list[str]]:
+    """The store a hook works on (an absolute path), where it looked (for the message when
+    there is none), and notes on what it could not use. `--store`, else `MEMCLI_STORE`
+    (each must be a store itself); else the session's `cwd`, `CLAUDE_PROJECT_DIR` and the
+    current directory, each with its parents (SPEC 1): a session that moved into a subfolder
+    of its project still finds the project's store. A cwd that is not an absolute path to an
+    existing folder is skipped, with a note."""
+    notes: list[str] = []
+    named = explicit or os.environ.get("MEMCLI_STORE")
+    if named:
+        root = os.path.abspath(os.path.expanduser(named))
+        return (os.path.realpath(root) if is_store_dir(root) else None), root, notes
+    tried: list[str] = []
+    for label, start in (("the session's cwd", hook_cwd),
+                         ("CLAUDE_PROJECT_DIR", os.environ.get("CLAUDE_PROJECT_DIR")),
+                         ("the current folder", _getcwd())):
+        if not start or start in tried:
+            continue
+        if not os.path.isabs(start) or not os.path.isdir(start):
+            notes.append(f"{label} {clean(start, 300)!r} is not an existing folder; skipped it")
+            continue
+        tried.append(start)
+        found = find_upwards_dir(start)
+        if found is not None:
+            return os.path.realpath(found), start, notes
+    return None, ", ".join(tried) or "(nowhere usable)", notes
 
 
 def find_store(explicit: str | None, hook_cwd: str | None) -> tuple[Path | None, str]:
-    """The store a hook works on, and where it looked (for the message when there is none):
-    `--store`, else `MEMCLI_STORE` (each must be a store itself); else the session's `cwd`,
-    `CLAUDE_PROJECT_DIR` and the current directory, each with its parents (SPEC 1): a session
-    that moved into a subfolder of its project still finds the project's store. A cwd that
-    is not an absolute path to an existing folder is ignored."""
-    named = explicit or os.environ.get("MEMCLI_STORE")
-    if named:
-        root = Path(named).expanduser()
-        return (root if is_store(root) else None), str(root)
-    tried: list[str] = []
-    for start in (hook_cwd, os.environ.get("CLAUDE_PROJECT_DIR"), os.getcwd()):
-        if not start or not os.path.isabs(start) or not os.path.isdir(start) or start in tried:
-            continue
-        tried.append(start)
-        found = find_upwards(Path(start))
-        if found is not None:
-            return found, start
-    return None, ", ".join(tried) or os.getcwd()
+    """`find_store_dir` with a `Path` (for callers that are not on the hot path)."""
+    from pathlib import Path
+
+    found, looked, _ = find_store_dir(explicit, hook_cwd)
+    return (Path(found) if found else None), looked
 
 
-def log(root: Path, message: str) -> bool:
-    """Append one timestamped line to `ops/hook.log`; never raises (returns False instead)."""
+def _getcwd() -> str | None:
     try:
-        path = _ensure_log(root)
-        with open(path, "ab") as handle:  # an append-only log: O_APPEND, not a rewrite
-            handle.write(f"{_stamp()} {message}\n".encode("utf-8", "replace"))
+        return os.getcwd()
+    except OSError:  # the folder we were started in is gone
+        return None
+
+
+# ---------------------------------------------------------------- ops/hook.log
+
+
+def log(root: str | os.PathLike[str], message: str, level: str = "info") -> bool:
+    """Append timestamped lines to `ops/hook.log` (rotated past LOG_MAX_BYTES); never
+    raises (returns False instead). `message` may hold several lines: each gets the prefix."""
+    prefix = f"{_stamp()} {level} [{os.getpid()}] "
+    text = "".join(prefix + line + "\n" for line in message.splitlines() or [""])
+    try:
+        fd = _open_log(os.fspath(root))
+        try:
+            os.write(fd, text.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
         return True
     except (OSError, ValueError):
         return False
 
 
-def _ensure_log(root: Path) -> Path:
-    """The log file, created through fsops the first time (counted like any new file)."""
-    path = root / "ops" / LOG_NAME
-    if not path.exists():
-        fsops.ensure_parent(path)
-        with contextlib.suppress(FileExistsError):
-            fsops.write_new(path, b"")
-    return path
+def log_path(root: str | os.PathLike[str]) -> str:
+    return os.path.join(os.fspath(root), "ops", LOG_NAME)
+
+
+def _open_log(root: str) -> int:
+    """The log open for appending (O_APPEND: concurrent hooks never overwrite each other),
+    rotated first when it has grown past LOG_MAX_BYTES. Never follows a symlink."""
+    ops = os.path.join(root, "ops")
+    if not os.path.isdir(ops):
+        os.mkdir(ops)  # only ever called for a store (SPEC 1), never for a stray folder
+    path = os.path.join(ops, LOG_NAME)
+    flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT
+             | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, flags, 0o644)
+    if os.fstat(fd).st_size <= LOG_MAX_BYTES:
+        return fd
+    try:
+        rotated = _rotate(fd, path)
+    except OSError:
+        rotated = False  # cannot rotate (read-only ops/?): keep appending rather than lose lines
+    if not rotated:
+        return fd
+    os.close(fd)
+    return os.open(path, flags, 0o644)
+
+
+def _rotate(fd: int, path: str) -> bool:
+    """Rename the full log to hook.log.1. Two hooks may find it full at once: the lock on
+    the file (released when the descriptor closes) lets one rename; the other then sees
+    that the name points at a new file and leaves it alone."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock, a rare double rotation loses an old generation
+        fcntl = None  # type: ignore[assignment]
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        here = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    mine = os.fstat(fd)
+    if (here.st_ino, here.st_dev) != (mine.st_ino, mine.st_dev):
+        return True  # another hook rotated it already: open the new one
+    if mine.st_size <= LOG_MAX_BYTES:
+        return False
+    os.replace(path, os.path.join(os.path.dirname(path), LOG_OLD_NAME))
+    return True
 
 
 def _stamp() -> str:
-    try:
-        return format_ts(now())
-    except ValueError:  # a broken MEMCLI_NOW must not stop the log
-        return format_ts(dt.datetime.now(dt.timezone.utc))
+    """Now in UTC (`MEMCLI_NOW` when set and readable: a broken one must not stop the log)."""
+    fixed = os.environ.get("MEMCLI_NOW")
+    if fixed:
+        import datetime as dt
+
+        try:
+            parsed = dt.datetime.fromisoformat(fixed.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=dt.timezone.utc)
+            return parsed.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            pass
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 # ---------------------------------------------------------------- the hook
@@ -211,70 +343,87 @@ def session_end(explicit: str | None, stream: IO[Any] | None, foreground: bool =
     notes = list(info.notes)
     if extra_args:
         notes.append(f"ignored unknown arguments: {clean(' '.join(extra_args))}")
-    found, looked = find_store(explicit, info.cwd)
+    found, looked, where_notes = find_store_dir(explicit, info.cwd)
+    notes += where_notes
     if found is None:
         return HookReport(None, False, notes=[*notes, f"no memory store at {clean(looked, 300)} or its "
                                               "parents; nothing to do (run `memcli init` there)"])
-    root = found.resolve()
+    # The first line is written before anything else is tried, so that a hook that Claude
+    # Code cancels (or that dies) still leaves a trace that `memcli status` can show.
+    lines = [f"session-end: start (session {clean(info.session_id or '-')}, reason "
+             f"{clean(info.reason or '-')}, cwd {clean(info.cwd or '-', 300)})"]
+    log(found, "\n".join(lines))
     for note in notes:
-        log(root, f"session-end: {note}")
-    log(root, f"session-end: session {clean(info.session_id or '-')} "
-              f"(reason {clean(info.reason or '-')}); starting the session_end pass")
+        log(found, f"session-end: {note}", "warn")
     if foreground:
-        return HookReport(str(root), True, os.getpid(), True, run_pass(root, wait), notes)
-    return HookReport(str(root), True, spawn_background(root, wait), notes=notes)
+        return HookReport(found, True, os.getpid(), True, run_pass(found, wait), notes)
+    return HookReport(found, True, spawn_background(found, wait), notes=notes)
 
 
-def spawn_background(root: Path, wait: float) -> int:
+def spawn_background(root: str, wait: float) -> int:
     """Start `memcli hook run-background` detached: own session (the agent's exit or a
     Ctrl-C does not kill it), no terminal, stderr appended to the log, no inherited fds
     (Claude Code waits for the hook's output pipes to close)."""
-    cmd = [sys.executable, "-m", "memcli", "--store", str(root), "--wait", f"{wait:g}",
+    import subprocess
+
+    cmd = [sys.executable, "-m", "memcli", "--store", root, "--wait", f"{wait:g}",
            "hook", "run-background"]
-    with open(_ensure_log(root), "ab") as err:
+    err = _open_log(root)
+    try:
         child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                  stderr=err, cwd=root, start_new_session=True, close_fds=True)
+    finally:
+        os.close(err)
     _children.append(child)
     log(root, f"session-end: background pass started (pid {child.pid})")
-    return child.pid
+    return int(child.pid)
 
 
 # ---------------------------------------------------------------- the background pass
 
 
-def run_pass(root: Path, wait: float) -> bool:
+def run_pass(root: str, wait: float) -> bool:
     """The session_end consolidation, then tick. Runs with nobody watching, so every
     failure is caught and logged, and the tick runs even when the first pass failed."""
     first = _logged(root, "session_end pass", lambda: _session_end_run(root, wait))
     second = _logged(root, "tick", lambda: _tick(root, wait))
-    log(root, f"run-background: done ({'ok' if first and second else 'with errors'})")
-    return first and second
+    ok = first and second
+    log(root, f"run-background: done ({'ok' if ok else 'with errors'})", "info" if ok else "error")
+    return ok
 
 
-def _logged(root: Path, what: str, step: Any) -> bool:
+def _logged(root: str, what: str, step: Any) -> bool:
+    from memcli.errors import MemcliError
+
     try:
         log(root, f"run-background: {what}: {step()}")
         return True
     except MemcliError as exc:  # expected failures (lock busy, bad settings): one line
-        log(root, f"run-background: {what} failed: {exc}")
+        log(root, f"run-background: {what} failed: {exc}", "error")
     except Exception as exc:  # anything else: the traceback is what a bug report needs
-        log(root, f"run-background: {what} crashed: {exc!r}\n{traceback.format_exc()}")
+        import traceback
+
+        log(root, f"run-background: {what} crashed: {exc!r}\n{traceback.format_exc()}", "error")
     return False
 
 
-def _session_end_run(root: Path, wait: float) -> str:
+def _session_end_run(root: str, wait: float) -> str:
+    from pathlib import Path
+
     from memcli.consolidate import engine
     from memcli.store.store import Store
 
-    outcome = engine.consolidate(Store(root), trigger="session_end", wait=wait)
+    outcome = engine.consolidate(Store(Path(root)), trigger="session_end", wait=wait)
     return f"run {outcome.run_id}: {_stats_line(outcome.stats)}"
 
 
-def _tick(root: Path, wait: float) -> str:
+def _tick(root: str, wait: float) -> str:
+    from pathlib import Path
+
     from memcli.integrations import schedule
     from memcli.store.store import Store
 
-    result = schedule.run_tick(Store(root), wait=wait)
+    result = schedule.run_tick(Store(Path(root)), wait=wait)
     if not result.runs:
         return "nothing due"
     return "; ".join(f"{run.trigger} run {run.run_id}: {_stats_line(run.stats)}" for run in result.runs)

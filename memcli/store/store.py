@@ -21,8 +21,9 @@ from typing import Any
 
 from memcli.config import Settings, load_settings
 from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError
-from memcli.store import fsops, index
+from memcli.store import fsops, index, locate
 from memcli.store.index import Snapshot
+from memcli.store.locate import OPS_MARKERS  # noqa: F401  (re-exported)
 from memcli.store.model import Memory, decode, fmt_of, is_valid_id, now, sha256, validate
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -103,30 +104,16 @@ class StoreScan:
         return [m for scan in self.folders for m in scan.memories.values()]
 
 
-OPS_MARKERS = ("state.json", "consolidation-log.json")  # memcli's own files in ops/
-
-
 def is_store(path: Path) -> bool:
     """A store holds `memcli.toml`, or an `ops/` folder with memcli's own state or log in it;
     an `ops/` folder alone (a project's deploy scripts) is not one (SPEC 1)."""
-    try:
-        if (path / "memcli.toml").is_file():
-            return True
-        return any((path / "ops" / name).is_file() for name in OPS_MARKERS)
-    except OSError:  # a folder we may not look into is not a store we can use
-        return False
+    return locate.is_store_dir(str(path))
 
 
 def find_upwards(start: Path) -> Path | None:
     """The first store at `start` or one of its parents, as git finds a repository."""
-    try:
-        here = start.expanduser().absolute()
-    except OSError:
-        return None
-    for folder in (here, *here.parents):
-        if is_store(folder):
-            return folder
-    return None
+    found = locate.find_upwards_dir(str(start))
+    return None if found is None else Path(found)
 
 
 def discover(explicit: str | None) -> Path:

@@ -28,8 +28,8 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record background starts instead of starting processes from the test runner."""
     calls: list[Path] = []
 
-    def fake(root: Path, wait: float) -> int:
-        calls.append(root)
+    def fake(root: str, wait: float) -> int:
+        calls.append(Path(root))
         return 4242
 
     monkeypatch.setattr(hooks, "spawn_background", fake)
@@ -123,7 +123,7 @@ def test_hook_starts_the_background_pass_for_the_hook_cwd(store: Path, spawned: 
     assert "started in the background (pid 4242)" in result.stderr
     lines = hook_log(store)
     assert lines and all(STAMPED.match(line) for line in lines)
-    assert "session s-1 (reason prompt_input_exit)" in lines[0]
+    assert "session-end: start (session s-1, reason prompt_input_exit" in lines[0]
 
 
 def test_store_option_and_env_win_over_the_hook_cwd(store: Path, tmp_path: Path,
@@ -215,7 +215,7 @@ def test_json_output(store: Path, spawned: list[Path]) -> None:
 
 
 def test_an_unexpected_failure_is_still_exit_0(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(root: Path, wait: float) -> int:
+    def boom(root: str, wait: float) -> int:
         raise RuntimeError("fork failed")
 
     monkeypatch.setattr(hooks, "spawn_background", boom)
