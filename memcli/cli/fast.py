@@ -5,8 +5,9 @@ typer, rich or numpy (a bare interpreter start is about 20 ms; typer alone adds 
 arguments to the typer application (every `--help`, every other command). Common options
 are accepted before or after the command name, as everywhere (`memcli.cli.common`).
 A route is `(command words) -> "module:function"`; the function takes the parsed common
-options and the remaining arguments and returns the exit code. Its module is imported only
-when the route is taken.
+options and the remaining arguments and returns the exit code (or None to hand the command
+to typer after all). The longest matching route wins. Its module is imported only when the
+route is taken.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import importlib
 ROUTES: dict[tuple[str, ...], str] = {
     ("hook", "session-end"): "memcli.cli.hookmain:session_end",
     ("hook", "run-background"): "memcli.cli.hookmain:run_background",
+    ("hook",): "memcli.cli.hookmain:unknown_hook",  # any other hook: exit 0 (hooks fail open)
 }
 _VALUE_OPTIONS = ("--store", "--wait")
 _FLAG_OPTIONS = ("--json", "--quiet")
@@ -77,9 +79,10 @@ def dispatch(argv: list[str]) -> int | None:
     if parsed is None:
         return None
     opts, rest = parsed
-    for words, target in ROUTES.items():
+    for words, target in sorted(ROUTES.items(), key=lambda route: -len(route[0])):  # longest first
         if tuple(rest[:len(words)]) == words:
             module, _, func = target.partition(":")
             handler = getattr(importlib.import_module(module), func)
-            return int(handler(opts, rest[len(words):]))
+            code = handler(opts, rest[len(words):])
+            return None if code is None else int(code)  # None: not served here after all
     return None

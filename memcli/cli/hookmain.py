@@ -38,6 +38,21 @@ def run_background(opts: FastOpts, args: list[str]) -> int:
     return 0
 
 
+def unknown_hook(opts: FastOpts, args: list[str]) -> int | None:
+    """`memcli hook NAME` for a NAME this memcli does not know (settings written by a newer
+    memcli, a typo): exit 0 with a note, never the usage error (exit 2) that would make
+    Claude Code block a prompt. Options and `memcli hook` alone go to typer (its help)."""
+    if not args or args[0].startswith("-"):
+        return None
+    name = hooks.clean(args[0], 60)
+    note = f"{name!r} is not a hook this memcli knows (see `memcli hook --help`); ignored it, exit 0"
+    found, _, _ = hooks.find_store_dir(opts.store, None)
+    if found is not None:
+        hooks.log(found, f"hook {name}: {note}", "warn")
+    say(sys.stderr, f"memcli hook: {note}\n")
+    return 0
+
+
 def render(report: hooks.HookReport, opts: FastOpts) -> None:
     for note in report.notes:
         say(sys.stderr, f"memcli hook: {note}\n")

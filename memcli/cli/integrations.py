@@ -14,7 +14,7 @@ from rich.table import Table
 from memcli.cli import hookmain
 from memcli.cli.common import Opts, app, emit_json, opts
 from memcli.cli.fast import FastOpts
-from memcli.integrations import install, schedule
+from memcli.integrations import claude, install, schedule
 from memcli.store.model import now, ts_or_none
 from memcli.store.store import discover, is_store
 
@@ -63,47 +63,59 @@ def install_claude_cmd(
     project: Annotated[Path | None, typer.Option(
         "--project", help="The project folder (default: .).")] = None,
     user: bool = typer.Option(False, "--user", help="Install for every project (~/.claude)."),
-    uninstall: bool = typer.Option(False, "--uninstall", help="Remove what memcli installed."),
+    memory_command: bool = typer.Option(
+        False, "--memory-command",
+        help="Also install /memory. It hides Claude Code's built-in /memory (CLAUDE.md files)."),
+    uninstall: bool = typer.Option(False, "--uninstall", help="Remove exactly what memcli installed."),
 ) -> None:
-    """Install the /memcli and /memory slash commands in .claude/commands/ and merge a
-    SessionEnd hook (`memcli hook session-end`) into .claude/settings.json, keeping every
-    other setting and hook. Running it twice changes nothing; --uninstall removes only
-    memcli's hook and its unedited command files.
+    """Connect this store to Claude Code: the SessionStart, UserPromptSubmit and SessionEnd
+    hooks (each with a timeout), the `memcli mcp` server with its tools allowed, and the
+    /memcli command. Everything calls this memcli by its absolute path. A project install
+    keeps machine paths in .claude/settings.local.json (not committed) and registers the
+    server in .mcp.json; --user writes ~/.claude/settings.json and ~/.claude.json. Every
+    other setting is kept; running it twice changes nothing; --uninstall removes exactly
+    what memcli added.
 
     Example: memcli --store ~/agent-memory install claude --project ~/code/webapp
     """
     o = opts(ctx)
-    target = install.claude_target(project, user)
+    target = claude.claude_target(project, user)
     if uninstall:
-        report = install.uninstall_claude(target)
+        report = claude.uninstall_claude(target)
     else:
-        report = install.install_claude(_install_store(o.store, target), target)
+        report = claude.install_claude(_install_store(o.store, target), target, memory_command)
     _render_claude(report, o, uninstall)
 
 
-def _install_store(explicit: str | None, target: install.ClaudeTarget) -> Path:
-    """--store, else $MEMCLI_STORE, else the project folder if it is a store, else ."""
+def _install_store(explicit: str | None, target: claude.ClaudeTarget) -> Path:
+    """--store, else $MEMCLI_STORE, else the project folder if it is a store, else the
+    store around the current folder."""
     if not explicit and not os.environ.get("MEMCLI_STORE") and target.project is not None \
             and is_store(target.project):
         return target.project
     return discover(explicit)
 
 
-def _render_claude(report: install.ClaudeReport, o: Opts, uninstall: bool) -> None:
+def _render_claude(report: claude.ClaudeReport, o: Opts, uninstall: bool) -> None:
     for note in report.notes:
         sys.stderr.write(f"note: {note}\n")
+    for warning in report.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
     if o.json:
         emit_json(report.as_dict())
         return
     if o.quiet:
         return
-    hook = "" if uninstall else f": {report.command}"
-    print(f"{report.settings}: SessionEnd hook {report.settings_action}{hook}")
     for path, action in report.files.items():
         print(f"{path}: {action}")
-    if not uninstall:
-        print("In Claude Code, type /memcli consolidate (or /memcli stats, /memcli consolidate "
-              "--dry-run); /memory works too unless Claude Code's built-in /memory takes it.")
+    if uninstall:
+        print("memcli's hooks, MCP server and commands are gone from Claude Code "
+              f"({'user settings' if report.target == 'user' else report.target}).")
+        return
+    for event, command in report.hooks.items():
+        print(f"hook {event}: {command}")
+    print("In Claude Code: /memcli (status), /memcli consolidate --dry-run, /memcli stats, "
+          "/memcli review list. Check the hooks with: memcli status")
 
 
 # ---------------------------------------------------------------- install cron
