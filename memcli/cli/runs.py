@@ -246,15 +246,20 @@ def review_resolve(
     item_id: str = typer.Argument(..., metavar="ID"),
     keep_both: bool = typer.Option(False, "--keep-both", help="They are different: keep both."),
     merge: bool = typer.Option(False, "--merge", help="They are the same: merge (newer wins)."),
+    redo: bool = typer.Option(False, "--redo", help="An undo's decision: let later runs do it again."),
 ) -> None:
-    """Decide a review item: keep both memories, or merge them (logged and undoable).
+    """Decide a review item: keep both memories, or merge them (logged and undoable). An
+    undo records its decisions here too (`review list --all`): later runs keep its pairs
+    apart and do not promote again what it reversed; --merge merges such a pair now, --redo
+    lets later runs decide again.
 
     Example: memcli review resolve rev_0001 --keep-both
     """
     o = opts(ctx)
-    if keep_both == merge:
-        raise MemcliError("choose exactly one of --keep-both or --merge")
-    result = history.resolve_review(o.open_store(), item_id, "merge" if merge else "keep_both", o.wait)
+    if sum((keep_both, merge, redo)) != 1:
+        raise MemcliError("choose exactly one of --keep-both, --merge or --redo")
+    decision = "merge" if merge else "redo" if redo else "keep_both"
+    result = history.resolve_review(o.open_store(), item_id, decision, o.wait)
     if o.json:
         emit_json(result)
     elif not o.quiet:

@@ -16,8 +16,11 @@ from memcli.store.model import Outcome
 def undo(ctx: typer.Context, run_id: str = typer.Argument(..., metavar="RUN_ID")) -> None:
     """Reverse a whole run from its pre-images: every memory it rewrote, moved or created is
     put back exactly as it was; memories it created move to the archive (reason `undone`).
-    The undo is itself a logged run (trigger `undo`) that can be undone. Refused, naming each
-    file, when a file changed since that run; refused for a run already undone.
+    The undo is itself a logged run (trigger `undo`) that can be undone. It is also a
+    decision: later runs keep the pairs it split apart, do not promote again what it
+    un-promoted, and count what it brought back from `stale` as used now (see `review list
+    --all`; `review resolve ID --merge` or `--redo` to change your mind). Refused, naming
+    each file, when a file changed since that run; refused for a run already undone.
 
     Example: memcli undo run_01JD3Z7Q9K8V5T2N4M6P0R1S3A      (run ids: memcli log)
     """
@@ -28,6 +31,12 @@ def undo(ctx: typer.Context, run_id: str = typer.Argument(..., metavar="RUN_ID")
     message = f"Undid {run_id}: {restored} file(s) put back as they were"
     if archived:
         message += f"; {len(archived)} memory(ies) it created moved to the archive ({', '.join(archived)})"
+    decided = [w.removeprefix("later runs: ") for a, w in zip(outcome.actions, outcome.whys, strict=False)
+               if a.get("type") == "decision"]
+    if decided and not o.json:
+        message += (".\nLater runs will not redo it: " + "; ".join(decided)
+                    + ".\nTo change your mind: memcli review list --all, then memcli review resolve ID "
+                      "--merge (a pair) or --redo")
     _render(outcome, o.json, o.quiet, message)
 
 

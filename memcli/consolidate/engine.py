@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memcli.config import Consolidation
-from memcli.consolidate import review, rules, since
+from memcli.consolidate import decisions, review, rules, since
 from memcli.consolidate.similar import ALL_PAIRS_MAX, similar_pairs
 from memcli.consolidate.since import Row
 from memcli.consolidate.summary import extractive_summary
@@ -165,6 +165,7 @@ class Planner:
         self.state = opsfiles.read_state(store.root)
         self.had_run = "last_success" in self.state
         self.queued = review.known_pairs(store.root)
+        self.decisions = decisions.load(store.root)  # SPEC 3.6: what undos reversed stays reversed
         self.flagged = [list(f.get("ids", [])) for f in self.state.get("flagged", [])]
         self.taken_names: set[str] = set()
         self._all_loaded: list[Live] = []
@@ -585,6 +586,11 @@ class Planner:
         """The first two conflict cases of 3.1, which keep both memories whatever the
         similarity (or the LLM) says: different authors, or both edited since the last run."""
         ids = [older.mem.id, newer.mem.id]
+        if self.decisions.keeps_apart(*ids):
+            self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids,
+                                              "reason": "undo_decision"},
+                            "an undo reversed their merge: kept apart (memcli review list --all)"))
+            return True
         if older.mem.created_by != newer.mem.created_by:
             self.add(Action("keep_separate", {"type": "keep_separate", "memory_ids": ids,
                                               "reason": "different_authors"},
@@ -749,7 +755,7 @@ class Planner:
                 summarize.append(item)
             elif mem.type == "procedural" and rules.promotion_target(mem, self.cfg) is not None:
                 promote.append(item)
-            if rules.is_stale(mem, self.now, self.cfg):
+            if self._is_stale(mem):
                 archive.append(item)
 
     def _candidates(self, rule: str, wanted: Callable[[Memory], bool]) -> list[Live]:
@@ -763,8 +769,8 @@ class Planner:
     # ------------------------------------------------------------ 3.3 promote
 
     def promote_patterns(self) -> None:
-        for item in self._candidates("promote",
-                                     lambda mem: rules.promotion_target(mem, self.cfg) is not None):
+        for item in self._candidates("promote", lambda mem: rules.promotion_target(mem, self.cfg) is not None
+                                     and not self.decisions.blocks_promotion(mem.id)):
             self._promote(item, str(rules.promotion_target(item.mem, self.cfg)))
 
     def _promote(self, item: Live, target: str) -> None:
@@ -800,11 +806,16 @@ class Planner:
     # ------------------------------------------------------------ 3.4 archive stale
 
     def archive_stale(self) -> None:
-        for item in self._candidates("archive", lambda mem: rules.is_stale(mem, self.now, self.cfg)):
+        for item in self._candidates("archive", self._is_stale):
             ops = self.archive_ops(item, self._archived(item, "stale"))
             self.add(Action("archive", {"type": "archive", "memory_id": item.mem.id, "reason": "stale"},
                             _stale_why(item.mem),
                             touches=[item.mem.id], ops=ops, folders=[item.folder.rel, "archive"]))
+
+    def _is_stale(self, mem: Memory) -> bool:
+        """Rule 3.4, where a memory an undo brought back from `stale` counts as used then."""
+        return rules.is_stale(mem, self.now, self.cfg) and not self.decisions.used_recently(
+            mem.id, self.now, self.cfg.stale_after_days)
 
     # ------------------------------------------------------------ 3.5 limits
 

@@ -64,20 +64,34 @@ def review_items(store: Store, include_resolved: bool) -> list[dict[str, Any]]:
 
 
 def resolve_review(store: Store, item_id: str, decision: str, wait: float) -> dict[str, Any]:
-    """Keep both (mark resolved) or merge the pair as a logged, undoable run."""
+    """Keep both (mark resolved), merge the pair as a logged, undoable run, or (for an
+    undo's decision, SPEC 3.6) `redo`: let later runs merge or promote again."""
     with store.writing(wait):
         item = review.get_item(store.root, item_id)
-        if item.get("status") != "open":
+        undo_decision = item.get("reason") in review.UNDO_REASONS
+        if item.get("status") != "open" and not (undo_decision and item.get("resolution") == "undo"):
             raise MemcliError(f"{item_id} is already resolved ({item.get('resolution')})")
+        _check_decision(item_id, item, decision, undo_decision)
         stamp = format_ts(now())
-        if decision == "keep_both":
-            review.mark_resolved(store.root, item_id, "keep_both", stamp)
-            return {"id": item_id, "resolution": "keep_both", "message": f"{item_id}: kept both"}
+        if decision in ("keep_both", "redo"):
+            review.mark_resolved(store.root, item_id, decision, stamp)
+            message = (f"{item_id}: kept both" if decision == "keep_both" else
+                       f"{item_id}: the undo's decision is lifted; the next run may do it again")
+            return {"id": item_id, "resolution": decision, "message": message}
         outcome = _merge_pair(store, [str(i) for i in item.get("memory_ids", [])])
         review.mark_resolved(store.root, item_id, "merge", stamp, outcome.run_id)
         return {"id": item_id, "resolution": "merge", "run_id": outcome.run_id,
                 "actions": outcome.actions,
                 "message": f"{item_id}: merged in run {outcome.run_id} (undo: memcli undo {outcome.run_id})"}
+
+
+def _check_decision(item_id: str, item: dict[str, Any], decision: str, undo_decision: bool) -> None:
+    if decision == "redo" and not undo_decision:
+        raise MemcliError(f"{item_id} is not an undo's decision; --redo only lifts those "
+                          "(use --keep-both or --merge)")
+    if undo_decision and item.get("reason") != "undone_merge" and decision != "redo":
+        raise MemcliError(f"{item_id} records a {item.get('reason')} decision of an undo, not a pair: "
+                          "--redo lifts it (later runs may do it again)")
 
 
 def _merge_pair(store: Store, ids: list[str]) -> Outcome:

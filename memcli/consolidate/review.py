@@ -23,9 +23,23 @@ def read_items(root: Path) -> list[dict[str, Any]]:
     return [i for i in items if isinstance(i, dict)]
 
 
+UNDO_REASONS = ("undone_merge", "undone_promote", "undone_archive")  # decisions (decisions.py)
+
+
+def item_key(item: dict[str, Any]) -> str:
+    """What makes an item new: its pair (a pair is queued once), or for an undo's decision
+    its kind, its undo run and its memories (each undo records its own)."""
+    ids = item.get("memory_ids", [])
+    if item.get("reason") in UNDO_REASONS:
+        return f"{item.get('reason')}@{item.get('undo_run')}:{pair_key(ids)}"
+    return pair_key(ids)
+
+
 def known_pairs(root: Path) -> set[str]:
-    """Every pair ever queued, open or resolved: a pair is queued once."""
-    return {pair_key(i.get("memory_ids", [])) for i in read_items(root)}
+    """Every pair ever queued, open or resolved: a pair is queued once (an undo's decisions
+    are not questions, and do not count)."""
+    return {pair_key(i.get("memory_ids", [])) for i in read_items(root)
+            if i.get("reason") not in UNDO_REASONS}
 
 
 def add_items(root: Path, new: list[dict[str, Any]]) -> int:
@@ -34,10 +48,10 @@ def add_items(root: Path, new: list[dict[str, Any]]) -> int:
         return 0
     data = opsfiles.read_json(queue_path(root), {"items": []})
     items = data.setdefault("items", [])
-    seen = {pair_key(i.get("memory_ids", [])) for i in items if isinstance(i, dict)}
+    seen = {item_key(i) for i in items if isinstance(i, dict)}
     added = 0
     for item in new:
-        key = pair_key(item["memory_ids"])
+        key = item_key(item)
         if key not in seen:
             seen.add(key)
             items.append({"id": f"rev_{len(items) + 1:04d}", "status": "open", **item})

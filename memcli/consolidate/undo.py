@@ -26,7 +26,8 @@ from typing import Any
 
 import orjson
 
-from memcli.consolidate import engine, rules
+from memcli.consolidate import decisions, engine, rules
+from memcli.consolidate.decisions import undone_by
 from memcli.errors import MemcliError, NotFoundError, UndoRefusedError
 from memcli.store import journal, log
 from memcli.store.model import (
@@ -93,8 +94,18 @@ def plan_undo(store: Store, run_id: str, moment: dt.datetime) -> engine.Planning
     planner.add(_undo_action(store, run_id, changes, [c for c in changes if c not in created]))
     for change in created:
         planner.add(_archive_created(store, planner, change))
+    for item in decisions.from_undone(log.find_run(store.root, run_id), planner.plan.run_id, planner.stamp):
+        planner.add(_decision(item))
     planner.plan.memory_count = _live_count_after(store, planner.plan.actions)
     return engine.Planning(planner.plan)
+
+
+def _decision(item: dict[str, Any]) -> Action:
+    """A decision the undo records (SPEC 3.6): logged, and kept in the review queue."""
+    kind = {decisions.KEEP_APART: "keep_apart", decisions.NO_PROMOTE: "no_promote",
+            decisions.USED: "used"}[item["reason"]]
+    return Action("decision", {"type": "decision", "decision": kind, "memory_ids": item["memory_ids"]},
+                  f"later runs: {decisions.describe(item)}", review=item)
 
 
 def refuse_changed(store: Store, run_id: str, changes: list[Change]) -> None:
@@ -128,19 +139,6 @@ def check_undoable(store: Store, run_id: str) -> None:
     if by is not None:
         raise UndoRefusedError(f"{run_id} was already undone by {by} "
                                f"(to redo it: memcli undo {by})")
-
-
-def undone_by(entries: list[dict[str, Any]], run_id: str) -> str | None:
-    """The undo run that reversed `run_id` and was not itself undone since, or None."""
-    for entry in reversed(entries):
-        if entry.get("trigger") != "undo":
-            continue
-        names = any(a.get("type") == "undo" and a.get("run_id") == run_id
-                    for a in entry.get("actions", []) if isinstance(a, dict))
-        undo_id = str(entry.get("run_id"))
-        if names and undo_id != run_id and undone_by(entries, undo_id) is None:
-            return undo_id
-    return None
 
 
 def read_manifest(store: Store, run_id: str) -> list[Change]:

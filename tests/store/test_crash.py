@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from memcli.consolidate import engine, undo
-from memcli.store import doctor, fsops
+from memcli.consolidate import engine, review, undo
+from memcli.store import doctor, fsops, log
 from memcli.store.model import decode, sha256
 from memcli.store.store import Store
 from tests.conftest import NOW, TOML, add, days_ago, snapshot
@@ -340,6 +340,11 @@ def test_every_crash_point_of_an_undo_recovers(pristine: Path, work: Path) -> No
         if snapshot(root) not in (after_run, before_run):
             failures.append("live files are neither the run's result nor the state before it")
         failures += [f"doctor: {p.code} {p.path}" for p in doctor.diagnose(Store(root)).problems]
+        # SPEC 3.6: the undo's decisions travel in its journal: both or neither
+        undone = any(e.get("trigger") == "undo" for e in log.read_entries(root))
+        decided = any(i.get("reason") in review.UNDO_REASONS for i in review.read_items(root))
+        if undone != decided:
+            failures.append(f"undo logged: {undone}, its decisions queued: {decided}")
         return n, failures
 
     every_point("undo", k, one_point, zygotes)
