@@ -14,7 +14,8 @@ from rich.table import Table
 from memcli.cli import hookmain
 from memcli.cli.common import Opts, app, emit_json, opts
 from memcli.cli.fast import FastOpts
-from memcli.integrations import claude, install, schedule
+from memcli.integrations import claude, health, install, schedule
+from memcli.store import opsfiles
 from memcli.store.model import now, ts_or_none
 from memcli.store.store import discover, is_store
 
@@ -189,12 +190,16 @@ def _render_tick(result: schedule.TickResult) -> None:
 @app.command("status")
 def status_cmd(ctx: typer.Context) -> None:
     """When each trigger last ran, when the weekly pass is due next (and whether it is
-    overdue), each folder's index size, and the review queue's length.
+    overdue), each folder's index size, the review queue's length, and the health of what
+    runs unattended: the last hook start and its result, the last error in ops/hook.log, the
+    last weekly (cron) run and what ops/cron.log says.
 
     Example: memcli status --json
     """
     o = opts(ctx)
-    data = schedule.collect_status(o.open_store(), now())
+    store = o.open_store()
+    data = schedule.collect_status(store, now())
+    data["health"] = health.collect(store.root, opsfiles.read_state(store.root))
     if o.json:
         emit_json(data)
     elif not o.quiet:
@@ -207,7 +212,8 @@ def _local(stamp: str | None) -> str:
 
 
 def _render_status(data: dict[str, Any]) -> None:
-    runs = Table(title=f"Store {data['store']}")
+    print(f"Store: {data['store']}")  # a line of its own: a table title would wrap a long path
+    runs = Table()
     for col in ("trigger", "last run (local time)", "run id"):
         runs.add_column(col)
     for trigger, run in data["runs"].items():
@@ -221,6 +227,30 @@ def _render_status(data: dict[str, Any]) -> None:
     queue = data["review_queue"]
     console.print(f"Review queue: {queue['open']} open ({queue['total']} in all)"
                   + (" - see `memcli review list`" if queue["open"] else ""), highlight=False)
+    _render_health(data["health"])
+
+
+def _render_health(data: dict[str, Any]) -> None:
+    """Plain lines (no markup: log text is shown as it is)."""
+    hooks = data["hooks"]
+    start = hooks["last_start"]
+    if start is None:
+        print("Hooks: no hook has run yet (ops/hook.log is empty or missing)")
+    else:
+        print(f"Hooks: last start {_local(start['at'])} ({start['event']}): {hooks['result']['message']}")
+    error = hooks["last_error"]
+    line = f"Last hook error: {_local(error['at'])}: {error['message']}" if error else "Last hook error: none"
+    print(line + (f" ({hooks['warnings']} warning(s) in ops/hook.log)" if hooks["warnings"] else ""))
+    scheduled = data["scheduled"]
+    weekly = scheduled["weekly"]
+    line = (f"Scheduled runs: the weekly pass last ran {_local(weekly.get('at'))} ({weekly.get('run_id')})"
+            if weekly else "Scheduled runs: no weekly pass yet")
+    cron = scheduled["cron_log"]
+    if cron:
+        line += f"; ops/cron.log last written {_local(cron['modified'])}"
+        if cron["last_line"]:
+            line += f", last line: {cron['last_line']}"
+    print(line)
 
 
 def _render_indexes(data: dict[str, Any]) -> None:

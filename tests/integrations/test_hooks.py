@@ -305,3 +305,139 @@ def test_hook_imports_nothing_heavy(tmp_path: Path) -> None:
     proc, _ = run_hook(b"", tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
     modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
     assert not {"anthropic", "httpx", "memcli.consolidate.llm_bridge"} & modules
+
+
+# ---------------------------------------------------------------- lean start-up
+
+
+HEAVY = {"typer", "click", "rich", "numpy", "yaml", "orjson", "frontmatter", "filelock", "rapidfuzz",
+         "croniter", "memcli.config", "memcli.store.store", "memcli.store.model", "memcli.store.fsops",
+         "dataclasses", "typing", "anthropic"}
+
+
+def imported(proc: subprocess.CompletedProcess[bytes]) -> set[str]:
+    return {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+
+
+def test_the_hook_process_imports_only_what_it_needs(store: Path, tmp_path: Path) -> None:
+    """No typer, rich, numpy, yaml (nor orjson, typing, dataclasses: milliseconds each);
+    the engine is imported by the background pass only."""
+    outside, _ = run_hook(b"", tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    inside, _ = run_hook(payload(cwd=str(store)), tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert outside.returncode == inside.returncode == 0
+    assert "memcli.integrations.hooks" in imported(inside)
+    assert not HEAVY & imported(outside), HEAVY & imported(outside)
+    assert not HEAVY & imported(inside), HEAVY & imported(inside)
+    assert wait_for(lambda: any("run-background: done" in x for x in hook_log(store)))
+
+
+# ---------------------------------------------------------------- ops/hook.log
+
+
+def test_the_log_rotates_past_its_cap(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hooks, "LOG_MAX_BYTES", 1000)
+    for n in range(100):
+        assert hooks.log(store, f"line {n} " + "x" * 40)
+    current, old = store / "ops" / "hook.log", store / "ops" / "hook.log.1"
+    assert old.exists() and current.stat().st_size <= 1000 + 100 and old.stat().st_size <= 1000 + 100
+    assert current.read_text().splitlines()[-1].endswith("line 99 " + "x" * 40)
+    assert all(STAMPED.match(line) for line in current.read_text().splitlines() + old.read_text().splitlines())
+
+
+def test_concurrent_writers_rotate_once_and_keep_lines_whole(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr(hooks, "LOG_MAX_BYTES", 4000)
+    errors: list[BaseException] = []
+
+    def writer(k: int) -> None:
+        try:
+            for n in range(200):
+                assert hooks.log(store, f"writer {k} line {n}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    lines = [line for name in ("hook.log.1", "hook.log") for line in (store / "ops" / name).read_text().splitlines()]
+    assert lines and all(re.match(r"^\S+Z info \[\d+\] writer \d line \d+$", line) for line in lines)
+    assert (store / "ops" / "hook.log").stat().st_size <= 4000 + 60
+
+
+def test_the_log_is_never_written_through_a_symlink(store: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me\n")
+    (store / "ops" / "hook.log").symlink_to(target)
+    assert hooks.log(store, "hello") is False
+    assert target.read_text() == "keep me\n"
+
+
+def test_a_log_that_cannot_be_written_does_not_fail_the_hook(store: Path, spawned: list[Path]) -> None:
+    (store / "ops" / "hook.log").mkdir()
+    result = hook("--store", str(store))
+    assert spawned == [store.resolve()] and result.exit_code == 0
+
+
+def test_levels_and_multi_line_messages(store: Path) -> None:
+    hooks.log(store, "first\nsecond", "error")
+    lines = hook_log(store)
+    assert len(lines) == 2 and all(" error [" in line for line in lines)
+    assert lines[0].endswith("first") and lines[1].endswith("second")
+
+
+# ---------------------------------------------------------------- bad input, each a clear line
+
+
+def test_a_missing_session_cwd_is_noted_in_the_log(store: Path, spawned: list[Path], cwd: Path) -> None:
+    result = hook(stdin=payload(cwd="/nonexistent/folder"), env={"CLAUDE_PROJECT_DIR": str(store)})
+    assert spawned == [store.resolve()]
+    assert "the session's cwd '/nonexistent/folder' is not an existing folder" in result.stderr
+    assert any(" warn " in line and "/nonexistent/folder" in line for line in hook_log(store))
+
+
+def test_an_oversized_payload_is_a_log_line(store: Path, spawned: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(store)
+    hook(stdin=b"{" + b" " * hooks.MAX_INPUT + b"}")
+    assert spawned and any("over 1048576 bytes" in line for line in hook_log(store))
+
+
+def test_a_named_folder_that_is_not_a_store_is_left_untouched(tmp_path: Path, spawned: list[Path]) -> None:
+    project = tmp_path / "webapp"
+    (project / "ops").mkdir(parents=True)
+    result = hook("--store", str(project), stdin=payload(cwd=str(project)))
+    assert spawned == [] and f"no memory store at {project}" in result.stderr
+    assert list((project / "ops").iterdir()) == []
+
+
+@pytest.mark.parametrize("raw, deep", [
+    (b"[" * 65, True), (b"[" * 64 + b"]" * 64, False), (b'{"a": "' + b"[" * 500 + b'"}', False),
+    (b'{"a": "\\"' + b"[" * 100 + b'"}', False), (b"[]" * 1000, False), (b"{" * 70, True),
+])
+def test_nesting_is_checked_before_parsing(raw: bytes, deep: bool) -> None:
+    assert hooks._too_deep(raw) is deep
+
+
+def test_an_unknown_hook_exits_0_with_a_note(store: Path, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), "hook", "no-such-hook"],
+                          input=b"{}", capture_output=True, timeout=60)
+    assert proc.returncode == 0 and b"not a hook this memcli knows" in proc.stderr
+    assert proc.stdout == b""  # stdout of a SessionStart/UserPromptSubmit hook reaches the model
+    assert any("no-such-hook" in line and " warn " in line for line in hook_log(store))
+    usage = subprocess.run([sys.executable, "-m", "memcli", "hook"], capture_output=True, timeout=60)
+    assert b"session-end" in usage.stdout
+
+
+def test_the_start_line_is_written_before_the_pass_is_started(store: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook cancelled while starting the pass still leaves a trace for `memcli status`."""
+    def killed(root: str, wait: float) -> int:
+        raise KeyboardInterrupt  # what a cancel looks like from inside
+
+    monkeypatch.setattr(hooks, "spawn_background", killed)
+    with pytest.raises(KeyboardInterrupt):
+        hooks.session_end(str(store), None)
+    assert "session-end: start (session -" in hook_log(store)[-1]
