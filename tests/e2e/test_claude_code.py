@@ -189,7 +189,7 @@ def test_session_end_status_no_memory_and_exact_uninstall(session: Session, stor
     assert "<command-name>/memcli</command-name>" in said and 'Arguments given: "status"' in said
     assert "memcli-install" not in json.dumps(first)  # the marker is front matter, never sent
     result = session.results()[call["id"]]
-    assert f"Store{store.resolve()}" in squeeze(result) and "requires approval" not in result, result
+    assert f"Store:{store.resolve()}" in squeeze(result) and "requires approval" not in result, result
     # not offered to the model as a skill; and no /memory of ours hiding the built-in one
     listing = json.dumps(first)
     assert "- memcli:" not in listing and "memcli memory store" not in listing
@@ -216,7 +216,7 @@ def test_status_from_a_subfolder_of_a_project_store(session: Session, tmp_path: 
     said = user_text(session.api.loop_requests()[0])
     assert 'Arguments given: ""' in said and f"run: `{PROG} status`" in said
     result = session.results()[status["id"]]
-    assert f"Store{project.resolve()}" in squeeze(result) and "no memory store" not in result, result
+    assert f"Store:{project.resolve()}" in squeeze(result) and "no memory store" not in result, result
     assert wait_for(lambda: "run-background: done (ok)" in hook_log(project)), hook_log(project)
     assert f"cwd {project.resolve() / 'src' / 'deep'}" in hook_log(project)  # the session's cwd
 
