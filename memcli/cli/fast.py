@@ -16,6 +16,10 @@ from dataclasses import dataclass
 
 ROUTES: dict[tuple[str, ...], str] = {
     ("hook", "session-end"): "memcli.cli.hookmain:session_end",
+    ("hook", "session-start"): "memcli.cli.recallmain:session_start",
+    ("hook", "prompt"): "memcli.cli.recallmain:prompt",
+    ("hook", "recall-warm"): "memcli.cli.recallmain:recall_warm",
+    ("recall",): "memcli.cli.recallmain:recall",
 }
 _VALUE_OPTIONS = ("--store", "--wait")
 _FLAG_OPTIONS = ("--json", "--quiet")
