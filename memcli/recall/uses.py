@@ -223,6 +223,17 @@ def record_view(data: dict[str, Any], extra: dict[str, Pending]) -> dict[str, An
 # ---------------------------------------------------------------- folding (holding the store lock)
 
 
+def fold_safely(store: Any) -> list[str]:
+    """`fold`, whose failure (a full disk, an unreadable file) never stops the command that
+    holds the lock: the uses stay pending and the next command tries again."""
+    from memcli.errors import MemcliError
+
+    try:
+        return fold(store)
+    except (OSError, MemcliError, ValueError) as exc:
+        return [f"could not fold the pending uses ({exc}); they stay pending for the next command"]
+
+
 def fold(store: Any) -> list[str]:
     """Fold every pending use into the memory files; returns notes for people. The caller
     holds the store lock (`Store.writing`)."""

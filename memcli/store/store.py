@@ -575,7 +575,7 @@ class Store:
         from memcli.store import journal  # journal builds on the store
 
         with self.lock(wait):
-            yield journal.recover(self) + uses.fold(self)
+            yield journal.recover(self) + uses.fold_safely(self)
 
     @contextmanager
     def lock(self, wait: float) -> Iterator[None]:
