@@ -103,30 +103,34 @@ def run_hook(event: str, explicit: str | None, stream: IO[Any] | None, agent: st
     """Serve one hook: `event` is "SessionStart" or "UserPromptSubmit". Prints the
     injection (or nothing) to `out` within the budget; never raises."""
     start = started_at() if start is None else start
-    deadline = [start + DEFAULT_BUDGET_MS / 1000]
+    try:
+        opened = _open(event, explicit, stream)
+    except Exception:  # noqa: BLE001 - a hook never fails the session
+        return None
+    if opened is None:
+        return None
+    store, request = opened
+    root = store.root
+    deadline = start + store.settings.recall.hook_budget_ms / 1000
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            box["result"] = _prepare(event, explicit, stream, agent, deadline, box)
+            box["result"] = _inject(event, store, request, agent)
         except Exception as exc:  # a hook never fails the session: logged below
-            box["error"] = exc
+            hooks.log(root, f"{event}: failed ({type(exc).__name__}: {hooks.clean(exc, 300)}); printed nothing")
 
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
-    while worker.is_alive() and time.monotonic() < deadline[0]:
-        worker.join(max(deadline[0] - time.monotonic(), 0.001))
-    if worker.is_alive():  # over budget: print nothing; let a background pass warm the index
-        root = box.get("root")
-        if root is not None:
-            hooks.log(root, f"{event}: over the {int((deadline[0] - start) * 1000)} ms budget; printed "
-                            "nothing and started `memcli hook recall-warm`")
-            _spawn_warm(root)
+    while worker.is_alive() and time.monotonic() < deadline:
+        worker.join(max(deadline - time.monotonic(), 0.001))
+    if worker.is_alive() or time.monotonic() > deadline:  # over budget: print nothing
+        hooks.log(root, f"{event}: over the {int((deadline - start) * 1000)} ms budget; printed nothing "
+                        "(and started `memcli hook recall-warm` to bring the index in line)")
+        _spawn_warm(root)
         return None
-    if "error" in box or box.get("result") is None:
-        return None
-    root, request, injection = box["result"]
-    if time.monotonic() > deadline[0]:
+    injection = box.get("result")
+    if injection is None:
         return None
     with contextlib.suppress(OSError, ValueError):
         out.write(injection.output() + "\n")
@@ -135,31 +139,31 @@ def run_hook(event: str, explicit: str | None, stream: IO[Any] | None, agent: st
     return injection  # type: ignore[no-any-return]
 
 
-def _prepare(event: str, explicit: str | None, stream: IO[Any] | None, agent: str | None,
-             deadline: list[float], box: dict[str, Any]) -> tuple[Path, HookRequest, Injection] | None:
+def _open(event: str, explicit: str | None, stream: IO[Any] | None) -> tuple[Any, HookRequest] | None:
+    """The hook's input and the store with its settings (the budget is one of them)."""
+    from memcli.store.store import Store
+
     request = parse_request(*hooks.read_input(stream, timeout=0.1))
     found, _looked = hooks.find_store(explicit, request.cwd)
     if found is None:
         return None
-    root = box["root"] = found.resolve()
+    root = found.resolve()
+    for note in request.notes:
+        hooks.log(root, f"{event}: {note}")
     try:
-        return _inject(event, root, request, agent, deadline)
-    except Exception as exc:
-        hooks.log(root, f"{event}: failed ({type(exc).__name__}: {hooks.clean(exc, 300)}); printed nothing")
+        return Store(root), request
+    except Exception as exc:  # bad settings: said in the log, nothing printed
+        hooks.log(root, f"{event}: {hooks.clean(exc, 300)}; printed nothing")
         return None
 
 
-def _inject(event: str, root: Path, request: HookRequest, agent: str | None,
-            deadline: list[float]) -> tuple[Path, HookRequest, Injection] | None:
+def _inject(event: str, store: Any, request: HookRequest, agent: str | None) -> Injection | None:
     from memcli.recall import index as rindex
     from memcli.recall import uses
-    from memcli.store.store import Store, is_valid_scope_id
+    from memcli.store.store import is_valid_scope_id
 
-    store = Store(root)
+    root = store.root
     cfg = store.settings.recall
-    deadline[0] += (cfg.hook_budget_ms - DEFAULT_BUDGET_MS) / 1000
-    for note in request.notes:
-        hooks.log(root, f"{event}: {note}")
     agent = agent or cfg.agent or "claude"
     if not is_valid_scope_id(agent):
         hooks.log(root, f"{event}: bad agent id {hooks.clean(agent)!r}; printed nothing")
@@ -175,7 +179,7 @@ def _inject(event: str, root: Path, request: HookRequest, agent: str | None,
         ids, text = _prompt_context(store, request.prompt or "", agent, cfg, had)
     if not ids:
         return None
-    return root, request, Injection(event, text, ids)
+    return Injection(event, text, ids)
 
 
 def briefing(store: Any, agent: str, limit: int, skip: set[str] | None = None) -> tuple[list[str], str]:
