@@ -160,7 +160,8 @@ def _check(name: str, value: Any, default: Any, path: object) -> Any:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{path}: {name} must be a non-empty string, got {value!r}")
     if key == "agent" and not _is_agent_id(value):
-        raise ConfigError(f"{path}: {name} must be an agent id (letters, digits, '.', '_', '-'), got {value!r}")
+        raise ConfigError(f"{path}: {name} must be an agent id (letters, digits, '.', '_', '-'), "
+                          f"got {value!r}")
     if key == "scorer" and value not in SCORERS:
         raise ConfigError(f"{path}: {name} must be one of {', '.join(SCORERS)}, got {value!r}")
     return value

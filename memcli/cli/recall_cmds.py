@@ -19,7 +19,7 @@ from memcli.store import memories
 def recall_cmd(
     ctx: typer.Context,
     query: list[str] = typer.Argument(None, metavar="QUERY", help="What the memory is about."),
-    agent: str = typer.Option(None, "--agent", help="Search this agent's view: its folder, its team's, global."),
+    agent: str = typer.Option(None, "--agent", help="This agent's view: its folder, team's, global."),
     limit: int = typer.Option(None, "--limit", help="How many results (default [recall] limit, 5)."),
     session: str = typer.Option(None, "--session", help="Count each memory once within this session id."),
 ) -> None:

@@ -47,8 +47,8 @@ def run_recall(opts: FastOpts, query: str, agent: str | None, limit: int | None,
     try:
         store = Store.open(opts.store)
         problems: list[Any] = []
-        results = search.recall(store, query, agent, limit if limit is not None else store.settings.recall.limit,
-                                problems)
+        wanted = limit if limit is not None else store.settings.recall.limit
+        results = search.recall(store, query, agent, wanted, problems)
         uses.record(store.root, [r.id for r in results], session, now())
     except MemcliError as exc:
         return _fail(opts, str(exc), exc.exit_code)

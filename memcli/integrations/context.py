@@ -118,7 +118,8 @@ def run_hook(event: str, explicit: str | None, stream: IO[Any] | None, agent: st
         try:
             box["result"] = _inject(event, store, request, agent)
         except Exception as exc:  # a hook never fails the session: logged below
-            hooks.log(root, f"{event}: failed ({type(exc).__name__}: {hooks.clean(exc, 300)}); printed nothing")
+            why = f"{type(exc).__name__}: {hooks.clean(exc, 300)}"
+            hooks.log(root, f"{event}: failed ({why}); printed nothing")
 
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
@@ -213,9 +214,10 @@ def _prompt_context(store: Any, prompt: str, agent: str, cfg: Any, had: set[str]
     picked = [r for r in results if r.score > cfg.min_score and r.id not in had][:cfg.prompt_limit]
     if not picked:
         return [], ""
-    text = "Memories from memcli that may help with this prompt:" + "".join(
-        f"\n- {_line({'id': r.id, 'summary': r.summary, 'type': r.type, 'subtype': r.subtype, 'folder': r.path.rsplit('/', 1)[0]})}"
-        for r in picked)
+    rows = [{"id": r.id, "summary": r.summary, "type": r.type, "subtype": r.subtype,
+             "folder": r.path.rsplit("/", 1)[0]} for r in picked]
+    head = "Memories from memcli that may help with this prompt:"
+    text = head + "".join(f"\n- {_line(row)}" for row in rows)
     return [r.id for r in picked], text
 
 

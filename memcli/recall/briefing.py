@@ -35,7 +35,7 @@ def most_useful(store: Any, agent: str | None, skip: set[str]) -> list[dict[str,
         if meta.get("id") in skip or not (store.root / doc.get_first("key")).exists():
             continue
         count, _ = uses.applied(meta.get("uses"), None, extra.get(str(meta.get("id"))))
-        rows.append({**meta, "uses": count, "folder": doc.get_first("folder") or doc.get_first("key").rsplit("/", 1)[0]})
+        rows.append({**meta, "uses": count, "folder": doc.get_first("key").rsplit("/", 1)[0]})
     rows.sort(key=lambda r: (-int(r.get("rank") or 0), -int(r["uses"]), _recency(r)))
     return rows
 

@@ -109,13 +109,14 @@ def document(rel: str, mem: Memory) -> dict[str, Any] | None:
     if "archived_at" in data:
         return None
     content = mem.content
-    summary = content.get("summary") if isinstance(content.get("summary"), str) else ""
-    details = content.get("details") if isinstance(content.get("details"), str) else ""
+    summary = _text(content.get("summary"))
+    details = _text(content.get("details"))
     others = " ".join(v for k, v in sorted(content.items()) if k not in ("summary", "details")
                       and isinstance(v, str))
     details = (details + " " + others)[:MAX_DETAILS] if others else details[:MAX_DETAILS]
     tags = " ".join(t for t in data.get("tags") or [] if isinstance(t, str))
-    count = data.get("access_count") if isinstance(data.get("access_count"), int) else 0
+    raw_count = data.get("access_count")
+    count = raw_count if isinstance(raw_count, int) and not isinstance(raw_count, bool) else 0
     rank = brief_rank(data)
     meta = {"id": mem.id, "type": data.get("type"), "subtype": data.get("subtype") or "",
             "priority": data.get("priority") or "normal",
@@ -128,14 +129,19 @@ def document(rel: str, mem: Memory) -> dict[str, Any] | None:
             "brief": rank * 1_000_000_000 + min(max(count, 0), 999_999_999)}
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def brief_rank(data: dict[str, Any]) -> int:
     """2 for a critical memory, 1 for one protected otherwise (SPEC 2, the age rule aside:
     it changes with the clock), 0 for the rest: the briefing puts them first."""
     if data.get("priority") == "critical":
         return 2
     tags = set(t for t in data.get("tags") or [] if isinstance(t, str))
-    if tags & {"permanent", "protected"} or (data.get("type"), data.get("subtype")) == ("semantic", "decision") \
-            or (data.get("created_by") == "USER" and data.get("consent") is not True):
+    decision = (data.get("type"), data.get("subtype")) == ("semantic", "decision")
+    if tags & {"permanent", "protected"} or decision or (data.get("created_by") == "USER"
+                                                         and data.get("consent") is not True):
         return 1
     return 0
 
@@ -197,7 +203,8 @@ def current(root: Path) -> Generation | None:
         data = orjson.loads((gen.path / "folders.json").read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("folders"), dict):
+    if not isinstance(data, dict) or data.get("version") != VERSION \
+            or not isinstance(data.get("folders"), dict):
         return None
     gen.folders = data["folders"]
     return gen
@@ -337,7 +344,8 @@ def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force
     for doc in pending:
         writer.delete_documents_by_term("key", doc["key"])
         if not doc.get("deleted"):
-            writer.add_document(tv.Document(**{k: doc[k] for k in ("key", "folder", *TEXT_FIELDS, "meta", "brief")}))
+            fields = ("key", "folder", *TEXT_FIELDS, "meta", "brief")
+            writer.add_document(tv.Document(**{k: doc[k] for k in fields}))
     folders = {f.rel: f for f in store.memory_folders()}
     saved: dict[str, dict[str, Any]] = {}
     for rel in stale:
@@ -498,7 +506,8 @@ def after_run(store: Any, rels: list[str]) -> None:
 # ---------------------------------------------------------------- the reader's entry point
 
 
-def ready(store: Any, rels: list[str], problems: Problems, wait: float = LOCK_WAIT_S) -> tuple[Generation, Any]:
+def ready(store: Any, rels: list[str], problems: Problems,
+          wait: float = LOCK_WAIT_S) -> tuple[Generation, Any]:
     """The live generation and its tantivy index, in line with the folders `rels`: built
     when missing or unusable, synced when stale. Raises IndexUnusable only when even a fresh
     build cannot be opened."""

@@ -92,7 +92,8 @@ def plan_query(query: str, words: Any, code: Any) -> QueryPlan:
         if term and terms.get((field, term), 0.0) < boost:
             terms[(field, term)] = boost
 
-    def words_of(raw: str, boost: float, fields: tuple[str, ...] = ("summary", "details", "tags", "parts")) -> None:
+    def words_of(raw: str, boost: float,
+                 fields: tuple[str, ...] = ("summary", "details", "tags", "parts")) -> None:
         for piece in text.PIECE.findall(raw):
             if text.is_stop(piece):
                 continue
@@ -121,7 +122,8 @@ def plan_query(query: str, words: Any, code: Any) -> QueryPlan:
 def _tantivy_query(tv: Any, schema: Any, plan: QueryPlan, rels: list[str]) -> Any:
     should: list[Any] = []
     for (field, term), boost in sorted(plan.terms.items()):
-        should.append((tv.Occur.Should, tv.Query.boost_query(tv.Query.term_query(schema, field, term), boost)))
+        term_query = tv.Query.term_query(schema, field, term)
+        should.append((tv.Occur.Should, tv.Query.boost_query(term_query, boost)))
     for number in plan.versions:
         pattern = "v?" + re.escape(number) + r"([.\-+].*)?"
         should.append((tv.Occur.Should, tv.Query.boost_query(

@@ -494,7 +494,8 @@ def folded_since(root: Path, path: str, after: str | None, current: str | None) 
         return None
     steps: dict[str, tuple[str, dict[str, Any]]] = {}
     for line in _lines(root / "ops" / FOLD_LOG):
-        if line.get("path") == path and isinstance(line.get("before"), str) and isinstance(line.get("after"), str):
+        if line.get("path") == path and isinstance(line.get("before"), str) \
+                and isinstance(line.get("after"), str):
             steps[line["before"]] = (line["after"], line)
     total = Pending()
     at, hops = after, 0

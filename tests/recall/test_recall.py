@@ -12,7 +12,7 @@ import pytest
 
 from memcli.consolidate import engine, undo
 from memcli.recall import index as rindex
-from memcli.recall import search, uses
+from memcli.recall import search
 from memcli.store import memories
 from memcli.store.model import parse_ts
 from memcli.store.store import Store
@@ -226,11 +226,11 @@ def test_recall_takes_no_store_lock(store: Path) -> None:
 
 def test_lean_start_up(store: Path) -> None:
     add(store, summary="Lean imports matter for hooks")
-    code = ("import sys, runpy\nsys.argv = ['memcli', '--store', %r] + sys.argv[1:]\n"
+    code = (f"import sys, runpy\nsys.argv = ['memcli', '--store', {str(store)!r}] + sys.argv[1:]\n"
             "from memcli.cli.fast import dispatch\nimport io, contextlib\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    dispatch(sys.argv[1:])\n"
             "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz') if m in sys.modules]\n"
-            "print(','.join(heavy) or 'none')\n") % str(store)
+            "print(','.join(heavy) or 'none')\n")
     for argv, stdin in ((["recall", "lean imports"], ""), (["hook", "session-start"], '{"session_id": "a"}'),
                         (["hook", "prompt"], '{"session_id": "a", "prompt": "lean imports for hooks"}')):
         proc = subprocess.run([sys.executable, "-c", code, *argv], input=stdin, capture_output=True, text=True,
