@@ -49,10 +49,21 @@ class Llm:
 
 
 @dataclass(frozen=True)
+class Recall:
+    agent: str = "claude"  # the agent id hooks and MCP use when none is given
+    limit: int = 5
+    briefing_chars: int = 2000
+    prompt_limit: int = 3
+    min_score: float = 0.0  # relevance below this is not put into a prompt
+    hook_budget_ms: int = 300
+
+
+@dataclass(frozen=True)
 class Settings:
     consolidation: Consolidation = field(default_factory=Consolidation)
     schedule: Schedule = field(default_factory=Schedule)
     llm: Llm = field(default_factory=Llm)
+    recall: Recall = field(default_factory=Recall)
     teams: dict[str, str] = field(default_factory=dict)
     default_team: str = "team"
 
@@ -77,6 +88,11 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "index_overflow": (1, None),
     "max_calls_per_run": (0, None),
     "timeout_s": (0.1, 3600),
+    "limit": (1, 1000),
+    "briefing_chars": (0, 100_000),
+    "prompt_limit": (0, 100),
+    "min_score": (0, None),
+    "hook_budget_ms": (50, 60_000),
 }
 
 
@@ -94,7 +110,7 @@ def load_settings(store_root: Path) -> Settings:
 
 def settings_from_dict(raw: dict[str, Any], path: object = "memcli.toml") -> Settings:
     """Build checked settings from parsed TOML; every wrong key raises ConfigError naming it."""
-    known = {"consolidation", "schedule", "llm", "teams"}
+    known = {"consolidation", "schedule", "llm", "teams", "recall"}
     for key in raw:
         if key not in known:
             raise ConfigError(f"{path}: unknown section [{key}] (known: {', '.join(sorted(known))})")
@@ -107,6 +123,7 @@ def settings_from_dict(raw: dict[str, Any], path: object = "memcli.toml") -> Set
         consolidation=_build(Consolidation, _section(raw, "consolidation", path), path),
         schedule=_build(Schedule, _section(raw, "schedule", path), path),
         llm=_build(Llm, _section(raw, "llm", path), path),
+        recall=_build(Recall, _section(raw, "recall", path), path),
         teams=teams_raw,
         default_team=default_team,
     )
@@ -142,6 +159,9 @@ def _check(name: str, value: Any, default: Any, path: object) -> Any:
         return _check_number(name, key, value, default, path)
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{path}: {name} must be a non-empty string, got {value!r}")
+    if key == "agent" and not _is_agent_id(value):
+        raise ConfigError(f"{path}: {name} must be an agent id (letters, digits, '.', '_', '-'), "
+                          f"got {value!r}")
     if key == "scorer" and value not in SCORERS:
         raise ConfigError(f"{path}: {name} must be one of {', '.join(SCORERS)}, got {value!r}")
     return value
@@ -174,3 +194,7 @@ def _check_cross(section: str, values: dict[str, Any], path: object) -> None:
 
 def _is_folder_name(name: str) -> bool:
     return bool(name) and name not in {".", ".."} and "/" not in name and "\\" not in name
+
+
+def _is_agent_id(name: str) -> bool:
+    return len(name) <= 100 and not name.startswith(".") and all(c.isalnum() or c in "._-" for c in name)

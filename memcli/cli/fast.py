@@ -17,6 +17,10 @@ import importlib
 ROUTES: dict[tuple[str, ...], str] = {
     ("hook", "session-end"): "memcli.cli.hookmain:session_end",
     ("hook", "run-background"): "memcli.cli.hookmain:run_background",
+    ("hook", "session-start"): "memcli.cli.recallmain:session_start",
+    ("hook", "prompt"): "memcli.cli.recallmain:prompt",
+    ("hook", "recall-warm"): "memcli.cli.recallmain:recall_warm",
+    ("recall",): "memcli.cli.recallmain:recall",
     ("hook",): "memcli.cli.hookmain:unknown_hook",  # any other hook: exit 0 (hooks fail open)
 }
 _VALUE_OPTIONS = ("--store", "--wait")

@@ -100,13 +100,13 @@ def show(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID")) ->
     Example: memcli show mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A
     """
     o = opts(ctx)
-    mem, folder = memories.show_memory(o.open_store(), mem_id)
+    mem, folder, record = memories.show_memory(o.open_store(), mem_id)
     if o.json:
-        emit_json({"memory": mem.data, "folder": folder.rel, "path": str(mem.path),
+        emit_json({"memory": record, "folder": folder.rel, "path": str(mem.path),
                    "archived": folder.scope == "archive"})
         return
     console.print(f"[bold]{mem.id}[/bold]  ({folder.rel}, {mem.fmt})", highlight=False)
-    console.print(encode(mem.data, "md").decode(), markup=False, highlight=False)
+    console.print(encode(record, "md").decode(), markup=False, highlight=False)
 
 
 @app.command("list")
@@ -148,21 +148,24 @@ def _render_list(entries: list[dict[str, Any]], archived: bool) -> None:
 
 
 @app.command()
-def access(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID")) -> None:
-    """Record a use of a memory: access_count + 1, last_accessed = now.
+def access(
+    ctx: typer.Context,
+    mem_id: str = typer.Argument(..., metavar="ID"),
+    session: str = typer.Option(None, "--session", help="Count it once within this session id."),
+) -> None:
+    """Record a use of a memory: access_count + 1, last_accessed = now. Recorded at once
+    (never waits for a running consolidation) and folded into the file by the next command
+    that holds the store lock; every reader counts it from now on.
 
     Example: memcli access mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A
     """
     o = opts(ctx)
-    store = o.open_store()
-    with store.writing(o.wait) as recovered:
-        mem = memories.access_memory(store, mem_id, now())
-    notes(recovered)
+    result = memories.access_memory(o.open_store(), mem_id, now(), session)
     if o.json:
-        emit_json({"id": mem.id, "access_count": mem.data["access_count"],
-                   "last_accessed": mem.data["last_accessed"]})
+        emit_json({k: result[k] for k in ("id", "access_count", "last_accessed")})
     elif not o.quiet:
-        print(f"{mem.id}: access_count {mem.data['access_count']}")
+        print(f"{result['id']}: access_count {result['access_count']}"
+              + ("" if result["recorded"] else " (already counted in this session)"))
 
 
 @app.command()
@@ -175,6 +178,9 @@ def reindex(ctx: typer.Context) -> None:
     store = o.open_store()
     with store.writing(o.wait) as recovered:
         result = memories.reindex(store)
+    from memcli.recall import index as recall_index
+
+    recall_index.after_run(store, list(result.folders))
     notes(recovered)
     warn(result.problems, o.quiet)
     if o.json:

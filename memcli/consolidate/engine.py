@@ -179,6 +179,9 @@ class Planner:
         self._lists: dict[str, list[Live]] = {}  # rule -> who it may pick, once merged (_shortlist)
         self.seen: set[str] = set()  # every id loaded by this run
         self._loaded = 0
+        from memcli.recall import uses
+
+        self.uses = uses.pending(store.root)  # rules 3.3/3.4 see pending uses too (SPEC 10)
 
     # ------------------------------------------------------------ loading
 
@@ -283,7 +286,7 @@ class Planner:
                                          "out until one copy is renamed", "duplicate_id"))
         run_hashes, prefix = scan.run_hashes, folder.rel + "/"
         for mem_id in sorted(mems):  # signatures are looked up when a block needs them (_sigs)
-            mem = mems[mem_id]
+            mem = self._with_uses(mems[mem_id])
             run_hash = run_hashes.get(mem_id)
             item = Live(mem, folder, prefix + mem.name, run_hash, run_hash != mem.content_hash,
                         None, rules.newest_first_key(mem))
@@ -292,7 +295,16 @@ class Planner:
         self.seen.update(mems)
         self._loaded += len(mems)
 
+    def _with_uses(self, mem: Memory) -> Memory:
+        """The memory as the rules see it: pending uses added to its facts (not its file)."""
+        if not self.uses:
+            return mem
+        from memcli.recall import uses
+
+        return uses.with_pending(mem, self.uses)
+
     def _put(self, item: Live) -> None:
+        item.mem = self._with_uses(item.mem)
         self._all_loaded.append(item)
         self.live[item.mem.id] = item
         self.seen.add(item.mem.id)
@@ -425,7 +437,7 @@ class Planner:
         """Plan a rewrite of a live memory in its own format; the simulated store follows."""
         raw = encode(data, item.mem.fmt)
         op = FileOp("write", item.rel, item.mem.content_hash, raw)  # the hash it has at this point
-        item.mem = Memory(data, item.mem.path, item.mem.fmt, sha256(raw))
+        item.mem = self._with_uses(Memory(data, item.mem.path, item.mem.fmt, sha256(raw)))
         self._protection.pop(item.mem.id, None)
         return op
 
@@ -902,6 +914,9 @@ def apply(store: Store, planning: Planning) -> Outcome:
     caches.save_sig_caches(store, planning.sigs, hashes)
     caches.save_pair_caches(store, planning.pairs)
     outcome.notes += _problem_notes(planning.problems)
+    from memcli.recall import index as recall_index  # the search index follows every write
+
+    recall_index.after_run(store, sorted({f for a in applied.actions for f in a.folders} - {"archive"}))
     return outcome
 
 

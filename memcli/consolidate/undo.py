@@ -87,13 +87,15 @@ def plan_undo(store: Store, run_id: str, moment: dt.datetime) -> engine.Planning
     that cannot be done exactly."""
     check_undoable(store, run_id)
     changes = read_manifest(store, run_id)
-    refuse_changed(store, run_id, changes)
+    folded = refuse_changed(store, run_id, changes)
     planner = _planner(store, "undo", moment)
     moved = {c.mem_id for c in changes if c.before is not None and c.after is None}
     created = [c for c in changes if _is_created_memory(c, moved)]
-    planner.add(_undo_action(store, run_id, changes, [c for c in changes if c not in created]))
+    action = _undo_action(store, run_id, changes, [c for c in changes if c not in created])
+    _keep_uses(action, folded)
+    planner.add(action)
     for change in created:
-        planner.add(_archive_created(store, planner, change))
+        planner.add(_archive_created(store, planner, change, change.path in folded))
     for item in decisions.from_undone(log.find_run(store.root, run_id), planner.plan.run_id, planner.stamp):
         planner.add(_decision(item))
     planner.plan.memory_count = _live_count_after(store, planner.plan.actions)
@@ -108,14 +110,54 @@ def _decision(item: dict[str, Any]) -> Action:
                   f"later runs: {decisions.describe(item)}", review=item)
 
 
-def refuse_changed(store: Store, run_id: str, changes: list[Change]) -> None:
-    """Refuse, naming each file, when any file is no longer as the run left it."""
-    changed = [describe_change(store, c) for c in changes if current_hash(store, c.path) != c.after]
+def refuse_changed(store: Store, run_id: str, changes: list[Change]) -> dict[str, tuple[str, Any]]:
+    """Refuse, naming each file, when any file is no longer as the run left it. A file whose
+    only change since is folded uses is not a change that blocks: returned (path -> (its
+    hash now, the uses)) so that the undo keeps those uses."""
+    from memcli.recall import uses
+
+    changed: list[str] = []
+    folded: dict[str, tuple[str, Any]] = {}
+    for change in changes:
+        now_hash = current_hash(store, change.path)
+        if now_hash == change.after:
+            continue
+        since = uses.folded_since(store.root, change.path, change.after, now_hash)
+        if since is not None and now_hash is not None:
+            folded[change.path] = (now_hash, since)
+        else:
+            changed.append(describe_change(store, change))
     if changed:
         raise UndoRefusedError(
             f"cannot undo {run_id}: {len(changed)} file(s) changed since that run: "
             + "; ".join(changed) + ". Undo refused so that these changes are not lost: put the "
             "files back as the run left them, or undo the later runs first (newest first)")
+    return folded
+
+
+def _keep_uses(action: Action, folded: dict[str, tuple[str, Any]]) -> None:
+    """The uses folded into files since the run stay counted: each op on such a file expects
+    the file as it is now, and the memory the undo puts back live gets those uses."""
+    from memcli.recall.uses import Pending, applied
+
+    if not folded:
+        return
+    by_id: dict[str, Pending] = {}
+    for path, (_, since) in folded.items():
+        total = by_id.setdefault(Change(path, None, None).mem_id, Pending())
+        total.count += since.count
+        if since.last is not None and (total.last is None or since.last > total.last):
+            total.last = since.last
+    for op in action.ops:
+        if op.path in folded:
+            op.expect = folded[op.path][0]
+        mem_id = Change(op.path, None, None).mem_id
+        if op.kind in ("write", "create") and op.data is not None and mem_id in by_id \
+                and op.path.split("/", 1)[0] != "archive":
+            fmt = fmt_of(Path(op.path)) or "json"
+            data = decode(op.data, fmt)
+            count, last = applied(data.get("access_count"), data.get("last_accessed"), by_id[mem_id])
+            op.data = encode({**data, "access_count": count, "last_accessed": last}, fmt)
 
 
 def _undo_action(store: Store, run_id: str, changes: list[Change], restore: list[Change]) -> Action:
@@ -218,13 +260,15 @@ def _ordered(ops: list[FileOp]) -> list[FileOp]:
     return sorted(ops, key=lambda op: (rank[op.kind], op.path))
 
 
-def _archive_created(store: Store, planner: engine.Planner, change: Change) -> Action:
-    """A memory the undone run created moves to the archive (reason `undone`)."""
+def _archive_created(store: Store, planner: engine.Planner, change: Change, folded: bool = False) -> Action:
+    """A memory the undone run created moves to the archive (reason `undone`), with any uses
+    folded into it since (`folded`)."""
     path = store.root / change.path
     fmt = fmt_of(path) or "json"
     raw = path.read_bytes()
+    expect = sha256(raw) if folded else (change.after or sha256(raw))  # as the run (and folds) left it
     try:
-        mem = Memory(decode(raw, fmt), path, fmt, change.after or sha256(raw))  # expected as the run left it
+        mem = Memory(decode(raw, fmt), path, fmt, expect)
     except ValueError as exc:
         raise UndoRefusedError(f"{change.path} is unreadable ({exc}); cannot archive it") from exc
     folder = _memory_folder(store, change.path)
@@ -264,6 +308,32 @@ def plan_restore(store: Store, mem_id: str, moment: dt.datetime) -> engine.Plann
                                    "to": folder.rel},
                        f"restored {mem_id} from {source} to {folder.rel} (counted as a use)",
                        touches=[mem_id], ops=ops, folders=[folder.rel, "archive"]))
+    planner.plan.memory_count = _live_count_after(store, planner.plan.actions)
+    return engine.Planning(planner.plan)
+
+
+def forget(store: Store, mem_id: str, reason: str, wait: float = 10.0) -> Outcome:
+    """Archive one live memory on purpose (`memcli forget`, MCP `forget`), as a logged run
+    (trigger `forget`) that `memcli undo` reverses; `memcli restore` brings the memory back."""
+    return _run(store, wait, lambda: plan_forget(store, mem_id, reason, now()))
+
+
+def plan_forget(store: Store, mem_id: str, reason: str, moment: dt.datetime) -> engine.Planning:
+    if not is_valid_id(mem_id):
+        raise NotFoundError(f"bad memory id {mem_id!r} (expected mem_ and 1-64 of [0-9A-Za-z_-])")
+    mem, folder = store.find(mem_id, archived=True)
+    if folder.scope == "archive":
+        raise MemcliError(f"{mem_id} is archived already (see `memcli show {mem_id}`)")
+    planner = _planner(store, "forget", moment)
+    rel = store.rel(mem.path)
+    item = engine.Live(mem, folder, rel, None, False)
+    planner.live[mem.id] = item
+    data = rules.archived_record(mem.data, reason=reason, folder=folder.rel, run_id=planner.plan.run_id,
+                                 stamp=planner.stamp)
+    planner.add(Action("forget", {"type": "archive", "memory_id": mem_id, "reason": reason},
+                       f"forgot {mem_id} ({reason}): moved to the archive; `memcli restore {mem_id}` "
+                       "brings it back", touches=[mem_id], ops=planner.archive_ops(item, data),
+                       folders=[folder.rel, "archive"]))
     planner.plan.memory_count = _live_count_after(store, planner.plan.actions)
     return engine.Planning(planner.plan)
 

@@ -112,6 +112,9 @@ def _recover(store: Store) -> list[str]:
         notes = journal.recover(store)
     except MemcliError as exc:  # e.g. an unreadable log stops a committed run from finishing
         return [f"could not recover an interrupted run: {exc}"]
+    from memcli.recall import uses
+
+    notes += uses.fold_safely(store)  # pending uses, as every command holding the lock does
     removed = journal.remove_tmp_files(store)  # the whole store: doctor looks everywhere
     return notes + ([f"removed {removed} temporary file(s) left by an interrupted write"] if removed else [])
 

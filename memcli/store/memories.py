@@ -4,13 +4,14 @@ list, reindex (SPEC section 4). Each is one function the CLI calls and renders."
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memcli.consolidate import rules
 from memcli.errors import BadRecordError, MemcliError
 from memcli.store import fsops, opsfiles
-from memcli.store.model import PRIORITIES, TYPES, Memory, encode, format_ts, new_memory_id
+from memcli.store.model import PRIORITIES, TYPES, Memory, Outcome, encode, format_ts, new_memory_id
 from memcli.store.store import Folder, FolderScan, Problem, Store
 
 UPDATE_AT = 0.95  # on-save: at or above, the existing memory is updated instead
@@ -43,7 +44,15 @@ class AddResult:
 
 
 def add_memory(store: Store, new: NewMemory, moment: dt.datetime) -> AddResult:
-    """Write a memory, or update a near-identical one already there (the quick check)."""
+    """Write a memory, or update a near-identical one already there (the quick check).
+    The search index takes the file in (see `memcli.recall.index.keeping_current`)."""
+    from memcli.recall.index import keeping_current
+
+    with keeping_current(store) as note:
+        return _add(store, new, moment, note)
+
+
+def _add(store: Store, new: NewMemory, moment: dt.datetime, note: Callable[[Folder, str], None]) -> AddResult:
     _check_new(new)
     folder = store.folder(new.scope, new.scope_id)
     record = _record(new, moment)
@@ -53,11 +62,14 @@ def add_memory(store: Store, new: NewMemory, moment: dt.datetime) -> AddResult:
     if match is not None and score >= FLAG_AT:
         verdict = _quick_verdict(store, match, draft, score, moment)
         if verdict is None:
+            note(folder, match.path.name)
             return _update_existing(store, folder, match, draft, score, moment, scan)
+        note(folder, draft.path.name)
         _write_new(store, folder, draft, scan)
         _flag_pair(store, match.id, draft.id, score, verdict, moment)
         return AddResult(draft.id, store.rel(draft.path), "created", match.id, score, verdict,
                          scan.problems)
+    note(folder, draft.path.name)
     _write_new(store, folder, draft, scan)
     return AddResult(draft.id, store.rel(draft.path), "created", problems=scan.problems)
 
@@ -168,17 +180,39 @@ def _flag_pair(store: Store, old_id: str, new_id: str, score: float, reason: str
 # ---------------------------------------------------------------- access, show, list
 
 
-def access_memory(store: Store, mem_id: str, moment: dt.datetime) -> Memory:
-    """Record a use: access_count + 1, last_accessed = now."""
+def access_memory(store: Store, mem_id: str, moment: dt.datetime,
+                  session: str | None = None) -> dict[str, Any]:
+    """Record a use (SPEC 10) the way every reader does: at once, without the store lock,
+    folded into the file by the next command that holds it. Returns the memory's id,
+    access_count and last_accessed with the use (and any other pending one) counted, and
+    whether this use was recorded (not when `session` already counted it)."""
+    from memcli.recall import uses
+
     mem, folder = store.find(mem_id, archived=True)
     if folder.scope == "archive":
         raise MemcliError(f"{mem_id} is archived; bring it back with `memcli restore {mem_id}`")
-    data = dict(mem.data)
-    data["access_count"] = int(data.get("access_count") or 0) + 1
-    data["last_accessed"] = format_ts(moment)
-    fsops.write_replace(mem.path, encode(data, mem.fmt))
-    store.refresh_index(folder)
-    return store.read_memory(mem.path, folder)
+    recorded = uses.record(store.root, [mem.id], session, moment)
+    view = uses.record_view(mem.data, uses.pending(store.root))
+    return {"id": mem.id, "access_count": view.get("access_count", 0),
+            "last_accessed": view.get("last_accessed"), "recorded": bool(recorded)}
+
+
+def forget_memory(store: Store, mem_id: str, reason: str | None, wait: float) -> Outcome:
+    """Archive a memory on purpose (SPEC 10 `forget`): a logged run (trigger `forget`) that
+    `memcli undo` reverses and after which `memcli restore` brings the memory back. The
+    archive reason is `forgotten`, or the one given."""
+    from memcli.consolidate import undo
+
+    return undo.forget(store, mem_id, _reason(reason), wait)
+
+
+def _reason(reason: str | None) -> str:
+    if reason is None:
+        return "forgotten"
+    text = " ".join(reason.split())[:200]
+    if not text:
+        raise MemcliError("--reason must not be empty (leave it out for 'forgotten')")
+    return text
 
 
 @dataclass
@@ -193,6 +227,9 @@ class ListFilter:
 
 def list_memories(store: Store, flt: ListFilter) -> tuple[list[dict[str, Any]], list[Problem]]:
     """Index entries (refreshed from the files) that pass the filter, with their folder."""
+    from memcli.recall import uses
+
+    extra = uses.pending(store.root)  # a use counts from the moment it is recorded
     folders = [store.archive_folder()] if flt.archived else store.memory_folders()
     found: list[dict[str, Any]] = []
     problems: list[Problem] = []
@@ -201,7 +238,8 @@ def list_memories(store: Store, flt: ListFilter) -> tuple[list[dict[str, Any]], 
             continue
         scan = store.scan(folder, load=False)
         problems += scan.problems
-        found += [{**e, "folder": folder.rel} for e in scan.entries if _entry_matches(e, flt)]
+        found += [{**uses.record_view(e, extra), "folder": folder.rel} for e in scan.entries
+                  if _entry_matches(e, flt)]
     # Newest first within each folder (created_at, then id), folders in order: two stable sorts.
     found.sort(key=lambda e: (str(e.get("created_at") or ""), e["id"]), reverse=True)
     return sorted(found, key=lambda e: e["folder"]), problems
@@ -217,8 +255,13 @@ def _entry_matches(entry: dict[str, Any], flt: ListFilter) -> bool:
             and all(t in (entry.get("tags") or []) for t in flt.tags))
 
 
-def show_memory(store: Store, mem_id: str) -> tuple[Memory, Folder]:
-    return store.find(mem_id, archived=True)
+def show_memory(store: Store, mem_id: str) -> tuple[Memory, Folder, dict[str, Any]]:
+    """A memory, its folder, and its record as readers see it (pending uses counted). A
+    person looking records no use."""
+    from memcli.recall import uses
+
+    mem, folder = store.find(mem_id, archived=True)
+    return mem, folder, uses.record_view(mem.data, uses.pending(store.root))
 
 
 @dataclass

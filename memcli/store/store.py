@@ -556,12 +556,13 @@ class Store:
 
     @contextmanager
     def writing(self, wait: float) -> Iterator[list[str]]:
-        """Hold the lock and first finish or roll back any run a crash left half-done;
-        yields what the recovery did, for people."""
+        """Hold the lock and first finish or roll back any run a crash left half-done, then
+        fold the pending uses into the memory files (SPEC 10); yields what was done, for people."""
+        from memcli.recall import uses
         from memcli.store import journal  # journal builds on the store
 
         with self.lock(wait):
-            yield journal.recover(self)
+            yield journal.recover(self) + uses.fold_safely(self)
 
     @contextmanager
     def lock(self, wait: float) -> Iterator[None]:

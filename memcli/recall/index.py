@@ -1,0 +1,552 @@
+"""The search index: a derived cache under `.cache/recall/` (SPEC 1 and 10), on tantivy.
+
+Why tantivy and not SQLite's FTS5: measured on the same texts and terms (bench/recall.py,
+figures in README and bench/RESULTS.md), FTS5 took 160 ms for a median query over 100,000
+memories and 5 s to build; tantivy 1-2 ms and 2 s, with the same ranking quality.
+
+Layout: `.cache/recall/current` names the live generation `gen-<token>/`, which holds the
+tantivy index (`tantivy/`), one rows file per memory folder (`rows/<folder>.json`: file name
+-> size, mtime, id, plus the files that are bad input and why), `folders.json` (per folder:
+the folder's mtime when the rows were last known to match it) and `pending.jsonl` (documents
+of memories written since the last commit, see below). A rebuild makes a new generation and
+then switches `current`, so a reader never sees a half-built index.
+
+Checked against the files the way `_index.json` is: a folder whose mtime is still the one in
+`folders.json` is as indexed (creating, removing or replacing a file moves it, and memcli
+writes every file by replacing it); any other folder is listed and each file's size and mtime
+compared with its row; changed files are read again (bad input reported, skipped). A folder
+mtime is only trusted when it is over a second older than the listing (a change in the same
+timestamp tick would not move it). A missing, unreadable or foreign index is rebuilt.
+
+Writes keep it current. A write that knows its files (`add`, folding uses, capture) uses
+`keeping_current`: each file is noted before it is written; afterwards its document goes to
+`pending.jsonl` (a fraction of a millisecond) instead of a tantivy commit (12 ms of fsyncs),
+and the next search commits every pending document at once. A consolidation run, undo or
+restore (`after_run`) brings the folders it touched in line before it returns. All index
+writes hold `.cache/recall/.lock`, never the store lock: recall and the hooks are read paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memcli.store.cache import cache_dir
+from memcli.store.model import Memory
+
+VERSION = 4  # of the schema and analyzers: another value is a foreign index, rebuilt
+STAMP_AGE_NS = 1_000_000_000
+WORDS = "mc_words"
+CODE = "mc_code"
+# Identifiers as agents write them, whole: paths, dotted names, versions, snake_case,
+# kebab-case, CamelCase (their parts reach the word fields through the simple tokenizer,
+# and CamelCase parts through the `parts` field).
+CODE_PATTERN = (r"[\p{L}\p{N}_]+(?:[./:@#\-][\p{L}\p{N}_]+)+|[\p{Ll}\p{N}]+\p{Lu}[\p{L}\p{N}_]*"
+                r"|\p{Lu}{2,}\p{Ll}[\p{L}\p{N}_]*")
+TEXT_FIELDS = ("summary", "details", "tags", "parts", "code")
+MAX_DETAILS = 100_000  # characters of details indexed: more never changes what a memory is about
+_CAMEL_HINT = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
+_CAMEL_WORD = re.compile(r"\b\w*(?:[a-z0-9][A-Z]|[A-Z]{2}[a-z])\w*")
+_CAMEL_PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+LOCK_WAIT_S = 2.0
+
+
+class IndexUnusable(Exception):
+    """The index on disk cannot be used (corrupt, foreign, half-written): rebuild it."""
+
+
+def _tantivy() -> Any:
+    import tantivy
+
+    return tantivy
+
+
+def analyzers() -> tuple[Any, Any]:
+    """(words, code) analyzers: the index and the queries use these same objects."""
+    tv = _tantivy()
+    words = (tv.TextAnalyzerBuilder(tv.Tokenizer.simple()).filter(tv.Filter.remove_long(40))
+             .filter(tv.Filter.lowercase()).filter(tv.Filter.stemmer("english")).build())
+    code = tv.TextAnalyzerBuilder(tv.Tokenizer.regex(CODE_PATTERN)).filter(tv.Filter.lowercase()).build()
+    return words, code
+
+
+def schema() -> Any:
+    tv = _tantivy()
+    builder = tv.SchemaBuilder()
+    builder.add_text_field("key", stored=True, tokenizer_name="raw")
+    builder.add_text_field("folder", stored=False, tokenizer_name="raw")
+    for name in ("summary", "details", "tags", "parts"):
+        builder.add_text_field(name, stored=False, tokenizer_name=WORDS)
+    builder.add_text_field("code", stored=False, tokenizer_name=CODE)
+    builder.add_text_field("meta", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_integer_field("brief", stored=False, indexed=False, fast=True)  # briefing order
+    return builder.build()
+
+
+# ---------------------------------------------------------------- documents
+
+
+def camel_parts(text: str) -> str:
+    """The pieces of CamelCase identifiers in a text ("getUserName" -> "get User Name")."""
+    if not _CAMEL_HINT.search(text):
+        return ""
+    return " ".join(" ".join(_CAMEL_PIECE.findall(word)) for word in _CAMEL_WORD.findall(text))
+
+
+def document(rel: str, mem: Memory) -> dict[str, Any] | None:
+    """The document of a live memory (None for a record marked archived: never recalled)."""
+    data = mem.data
+    if "archived_at" in data:
+        return None
+    content = mem.content
+    summary = _text(content.get("summary"))
+    details = _text(content.get("details"))
+    others = " ".join(v for k, v in sorted(content.items()) if k not in ("summary", "details")
+                      and isinstance(v, str))
+    details = (details + " " + others)[:MAX_DETAILS] if others else details[:MAX_DETAILS]
+    tags = " ".join(t for t in data.get("tags") or [] if isinstance(t, str))
+    raw_count = data.get("access_count")
+    count = raw_count if isinstance(raw_count, int) and not isinstance(raw_count, bool) else 0
+    rank = brief_rank(data)
+    meta = {"id": mem.id, "type": data.get("type"), "subtype": data.get("subtype") or "",
+            "priority": data.get("priority") or "normal",
+            "recency": str(data.get("updated_at") or data.get("created_at") or ""),
+            "summary": summary[:300], "size": mem.size, "mtime_ns": mem.mtime_ns,
+            "rank": rank, "uses": count}
+    return {"key": f"{rel}/{mem.name}", "folder": rel, "summary": summary, "details": details,
+            "tags": tags, "parts": camel_parts(f"{summary} {details} {tags}"),
+            "code": f"{summary} {details} {tags}", "meta": orjson.dumps(meta).decode(),
+            "brief": rank * 1_000_000_000 + min(max(count, 0), 999_999_999)}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def brief_rank(data: dict[str, Any]) -> int:
+    """2 for a critical memory, 1 for one protected otherwise (SPEC 2, the age rule aside:
+    it changes with the clock), 0 for the rest: the briefing puts them first."""
+    if data.get("priority") == "critical":
+        return 2
+    tags = set(t for t in data.get("tags") or [] if isinstance(t, str))
+    decision = (data.get("type"), data.get("subtype")) == ("semantic", "decision")
+    if tags & {"permanent", "protected"} or decision or (data.get("created_by") == "USER"
+                                                         and data.get("consent") is not True):
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------- the generation on disk
+
+
+@dataclass
+class Generation:
+    path: Path
+    folders: dict[str, Any] = field(default_factory=dict)  # rel -> {"stamp": int | None}
+
+    @property
+    def tantivy_dir(self) -> Path:
+        return self.path / "tantivy"
+
+    def rows_path(self, rel: str) -> Path:
+        return self.path / "rows" / (rel.replace("/", "__") + ".json")
+
+    def load_rows(self, rel: str) -> dict[str, Any]:
+        try:
+            data = orjson.loads(self.rows_path(rel).read_bytes())
+            if isinstance(data, dict) and isinstance(data.get("rows"), dict):
+                return data
+        except (OSError, ValueError):
+            pass
+        return {"rows": {}, "bad": {}}
+
+    def save_rows(self, rel: str, data: dict[str, Any]) -> None:
+        _write(self.rows_path(rel), orjson.dumps(data))
+
+    def save_folders(self) -> None:
+        _write(self.path / "folders.json", orjson.dumps({"version": VERSION, "folders": self.folders}))
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Atomic write of a cache file (temporary name, rename): a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def base_dir(root: Path, create: bool = False) -> Path:
+    return cache_dir(root, "recall", create=create)
+
+
+def current(root: Path) -> Generation | None:
+    """The live generation, or None when there is none usable (never built, foreign, torn)."""
+    base = base_dir(root)
+    try:
+        name = (base / "current").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not re.fullmatch(r"gen-[0-9a-f]{16}", name) or not (base / name).is_dir():
+        return None
+    gen = Generation(base / name)
+    try:
+        data = orjson.loads((gen.path / "folders.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != VERSION \
+            or not isinstance(data.get("folders"), dict):
+        return None
+    gen.folders = data["folders"]
+    return gen
+
+
+@contextlib.contextmanager
+def writing(root: Path, wait: float = LOCK_WAIT_S) -> Iterator[bool]:
+    """Hold the index's own lock (never the store's); yields False when it stayed busy."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(base_dir(root, create=True) / ".lock"), timeout=max(wait, 0))
+    try:
+        lock.acquire()
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+def open_index(gen: Generation) -> Any:
+    tv = _tantivy()
+    try:
+        index = tv.Index.open(str(gen.tantivy_dir))
+    except Exception as exc:  # tantivy raises ValueError and OSError alike for a broken index
+        raise IndexUnusable(str(exc)) from exc
+    words, code = analyzers()
+    index.register_tokenizer(WORDS, words)
+    index.register_tokenizer(CODE, code)
+    return index
+
+
+# ---------------------------------------------------------------- building and syncing
+
+Problems = list[Any]  # memcli.store.store.Problem
+
+
+def rebuild(store: Any, problems: Problems) -> Generation:
+    """A new generation from every live folder; switched in once complete. The caller holds
+    the index lock."""
+    tv = _tantivy()
+    base = base_dir(store.root, create=True)
+    gen = Generation(base / f"gen-{secrets.token_hex(8)}")
+    gen.tantivy_dir.mkdir(parents=True)
+    index = tv.Index(schema(), path=str(gen.tantivy_dir))
+    words, code = analyzers()
+    index.register_tokenizer(WORDS, words)
+    index.register_tokenizer(CODE, code)
+    writer = index.writer(heap_size=128_000_000, num_threads=min(2, os.cpu_count() or 1))
+    for folder in store.memory_folders():
+        before, listed = _mtime(folder.path), time.time_ns()
+        rows, bad = _read_folder(store, folder, {}, {}, problems, lambda doc: writer.add_document(
+            tv.Document(**doc)), None)
+        gen.save_rows(folder.rel, {"rows": rows, "bad": bad})
+        gen.folders[folder.rel] = {"stamp": _stamp(folder.path, before, listed), "bad": bool(bad)}
+    writer.commit()
+    writer.wait_merging_threads()
+    gen.save_folders()
+    _write(base / "current", gen.path.name.encode())
+    for old in base.glob("gen-*"):  # a reader still in an old one retries with the new
+        if old != gen.path:
+            shutil.rmtree(old, ignore_errors=True)
+    return gen
+
+
+def _stamp(path: Path, rows_taken_ns: int | None, listed_ns: int | None = None) -> int | None:
+    """The folder's mtime when it can vouch for the listing just made, else None."""
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+    if rows_taken_ns is not None and mtime != rows_taken_ns:
+        return None  # changed while we listed it
+    started = listed_ns if listed_ns is not None else time.time_ns()
+    return mtime if started - mtime > STAMP_AGE_NS else None
+
+
+def _read_folder(store: Any, folder: Any, old_rows: dict[str, Any], old_bad: dict[str, Any],
+                 problems: Problems, add: Callable[[dict[str, Any]], None],
+                 delete: Callable[[str], None] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Compare a folder's files with its rows; index what changed. Returns (rows, bad)."""
+    from memcli.store.store import Problem
+
+    rows: dict[str, Any] = {}
+    bad: dict[str, Any] = {}
+    for name in store.memory_names(folder):
+        path = folder.path / name
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        sig = [st.st_size, st.st_mtime_ns]
+        old = old_rows.get(name)
+        if old is not None and old[:2] == sig:
+            rows[name] = old
+            continue
+        seen_bad = old_bad.get(name)
+        if seen_bad is not None and seen_bad[:2] == sig:
+            bad[name] = seen_bad
+            problems.append(Problem(store.rel(path), str(seen_bad[2]), "bad_file"))
+            continue
+        found: list[Any] = []
+        mem = store.try_read(path, folder, found)
+        problems.extend(found)
+        if delete is not None and old is not None:
+            delete(f"{folder.rel}/{name}")
+        if mem is None:
+            if found and found[0].severity == "error":
+                bad[name] = [*sig, "; ".join(p.reason for p in found if p.severity == "error")]
+            continue
+        doc = document(folder.rel, mem)
+        rows[name] = [mem.size, mem.mtime_ns, mem.id]
+        if doc is not None:
+            add(doc)
+    if delete is not None:
+        for name in old_rows:
+            if name not in rows and name not in bad:
+                delete(f"{folder.rel}/{name}")
+    return rows, bad
+
+
+def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force: bool = False) -> bool:
+    """Bring the folders `rels` in line with their files, and commit pending documents.
+    The caller holds the index lock. Returns whether anything was committed."""
+    tv = _tantivy()
+    stale = [rel for rel in rels if force or not _vouched(store, gen, rel)]
+    pending = _read_pending(gen)
+    for rel in rels:
+        if rel not in stale:
+            problems.extend(_bad_problems(store, gen, rel))
+    if not stale and not pending:
+        return False
+    index = open_index(gen)
+    writer = index.writer(heap_size=50_000_000, num_threads=1)
+    for doc in pending:
+        writer.delete_documents_by_term("key", doc["key"])
+        if not doc.get("deleted"):
+            fields = ("key", "folder", *TEXT_FIELDS, "meta", "brief")
+            writer.add_document(tv.Document(**{k: doc[k] for k in fields}))
+    folders = {f.rel: f for f in store.memory_folders()}
+    saved: dict[str, dict[str, Any]] = {}
+    for rel in stale:
+        old = gen.load_rows(rel)
+        folder = folders.get(rel)
+        before = _mtime(folder.path) if folder is not None else None
+        listed = time.time_ns()
+        if folder is None:  # the folder went away: every document of it goes too
+            for name in old["rows"]:
+                writer.delete_documents_by_term("key", f"{rel}/{name}")
+            saved[rel] = {"rows": {}, "bad": {}}
+            continue
+        rows, bad = _read_folder(store, folder, old["rows"], old.get("bad") or {}, problems,
+                                 lambda doc: writer.add_document(tv.Document(**doc)),
+                                 lambda key: writer.delete_documents_by_term("key", key))
+        saved[rel] = {"rows": rows, "bad": bad}
+        gen.folders[rel] = {"stamp": _stamp(folder.path, before, listed), "bad": bool(bad)}
+    writer.commit()
+    writer.wait_merging_threads()
+    for rel, data in saved.items():  # after the commit: replaying a sync is harmless
+        gen.save_rows(rel, data)
+        if not data["rows"] and not data["bad"] and rel not in folders:
+            gen.folders.pop(rel, None)
+    gen.save_folders()
+    if pending:
+        _write(gen.path / "pending.jsonl", b"")
+    return True
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _vouched(store: Any, gen: Generation, rel: str) -> bool:
+    stamp = (gen.folders.get(rel) or {}).get("stamp")
+    return stamp is not None and stamp == _mtime(store.root / rel)
+
+
+def _bad_problems(store: Any, gen: Generation, rel: str) -> Problems:
+    """Bad files of a folder that is as indexed: reported again on every search, unread."""
+    from memcli.store.store import Problem
+
+    if not (gen.folders.get(rel) or {}).get("bad"):
+        return []
+    bad = gen.load_rows(rel).get("bad") or {}
+    return [Problem(f"{rel}/{name}", str(info[2]), "bad_file") for name, info in sorted(bad.items())]
+
+
+def _read_pending(gen: Generation) -> list[dict[str, Any]]:
+    try:
+        raw = (gen.path / "pending.jsonl").read_bytes()
+    except OSError:
+        return []
+    docs: list[dict[str, Any]] = []
+    for line in raw.split(b"\n"):
+        with contextlib.suppress(ValueError):
+            doc = orjson.loads(line) if line.strip() else None
+            if isinstance(doc, dict) and isinstance(doc.get("key"), str):
+                docs.append(doc)
+    return docs
+
+
+# ---------------------------------------------------------------- writers keep it current
+
+
+@contextlib.contextmanager
+def keeping_current(store: Any) -> Iterator[Callable[[Any, str], None]]:
+    """For a writer that knows the files it writes (add, folding uses, capture):
+
+        with keeping_current(store) as note:
+            note(folder, "mem_x.json")   # before writing the file
+            ... write it ...
+
+    Afterwards each noted file's document is queued for the index (the next search commits
+    it), and its folder stays vouched for when it was before the write. Never raises: an
+    index that cannot be kept current is brought in line by the next search."""
+    noted: dict[str, tuple[Any, int | None, list[str]]] = {}
+
+    def note(folder: Any, name: str) -> None:
+        if folder.rel not in noted:
+            noted[folder.rel] = (folder, _mtime(folder.path), [])
+        noted[folder.rel][2].append(name)
+
+    yield note
+    if noted:
+        with contextlib.suppress(Exception):
+            _queue(store, noted)
+
+
+def _queue(store: Any, noted: dict[str, tuple[Any, int | None, list[str]]]) -> None:
+    gen = current(store.root)
+    if gen is None:
+        return  # no index yet: the first search builds it
+    with writing(store.root, wait=0.5) as locked:
+        if not locked:
+            return
+        gen = current(store.root)
+        if gen is None:
+            return
+        lines: list[bytes] = []
+        for rel, (folder, before, names) in noted.items():
+            vouched = before is not None and (gen.folders.get(rel) or {}).get("stamp") == before
+            if not vouched:
+                continue  # changed by someone else since: the next search lists the folder
+            data = gen.load_rows(rel)
+            for name in dict.fromkeys(names):
+                lines.append(_pending_line(store, folder, name, data))
+            gen.save_rows(rel, data)
+            gen.folders[rel] = {"stamp": _mtime(folder.path), "bad": bool(data.get("bad"))}
+        if lines:
+            with open(gen.path / "pending.jsonl", "ab") as handle:
+                handle.write(b"".join(lines))
+        gen.save_folders()
+
+
+def _pending_line(store: Any, folder: Any, name: str, data: dict[str, Any]) -> bytes:
+    key = f"{folder.rel}/{name}"
+    found: list[Any] = []
+    mem = store.try_read(folder.path / name, folder, found)
+    data["rows"].pop(name, None)
+    data.setdefault("bad", {}).pop(name, None)
+    if mem is None:
+        try:
+            st = os.lstat(folder.path / name)
+            errors = [p.reason for p in found if p.severity == "error"]
+            if errors:
+                data["bad"][name] = [st.st_size, st.st_mtime_ns, "; ".join(errors)]
+        except OSError:
+            pass
+        return orjson.dumps({"key": key, "deleted": True}) + b"\n"
+    data["rows"][name] = [mem.size, mem.mtime_ns, mem.id]
+    doc = document(folder.rel, mem)
+    return orjson.dumps(doc if doc is not None else {"key": key, "deleted": True}) + b"\n"
+
+
+def written(store: Any, names: dict[str, list[str]]) -> None:
+    """After files were written without `keeping_current`: their folders are listed again
+    now when an index exists (the fold and a run call this). Never raises."""
+    after_run(store, list(names))
+
+
+def after_run(store: Any, rels: list[str]) -> None:
+    """A run, an undo or a restore changed these folders: bring them in line now, when an
+    index exists (none is built here: the first search does it). Never raises."""
+    with contextlib.suppress(Exception):
+        if current(store.root) is None:
+            return
+        with writing(store.root, wait=5.0) as locked:
+            gen = current(store.root)
+            if locked and gen is not None:
+                live = {f.rel for f in store.memory_folders()}
+                sync(store, gen, sorted({r for r in rels if r in live or r in gen.folders}), [], force=True)
+
+
+# ---------------------------------------------------------------- the reader's entry point
+
+
+def ready(store: Any, rels: list[str], problems: Problems,
+          wait: float = LOCK_WAIT_S) -> tuple[Generation, Any]:
+    """The live generation and its tantivy index, in line with the folders `rels`: built
+    when missing or unusable, synced when stale. Raises IndexUnusable only when even a fresh
+    build cannot be opened."""
+    gen = current(store.root)
+    if gen is not None and all(_vouched(store, gen, r) for r in rels) and not _has_pending(gen):
+        try:
+            for rel in rels:
+                problems.extend(_bad_problems(store, gen, rel))
+            return gen, open_index(gen)
+        except IndexUnusable:
+            pass
+    with writing(store.root, wait) as locked:
+        gen = current(store.root)
+        if gen is None and not locked:
+            raise IndexUnusable("the search index is being built by another process")
+        if gen is None:
+            gen = rebuild(store, problems)
+            return gen, open_index(gen)
+        if locked:
+            try:
+                sync(store, gen, rels, problems)
+            except IndexUnusable:
+                gen = rebuild(store, problems)
+            except (ValueError, OSError, RuntimeError):  # tantivy's errors for a damaged index
+                gen = rebuild(store, problems)
+        else:
+            for rel in rels:
+                problems.extend(_bad_problems(store, gen, rel))
+        try:
+            return gen, open_index(gen)
+        except IndexUnusable:
+            if not locked:
+                raise
+            gen = rebuild(store, [])
+            return gen, open_index(gen)
+
+
+def _has_pending(gen: Generation) -> bool:
+    try:
+        return (gen.path / "pending.jsonl").stat().st_size > 0
+    except OSError:
+        return False

@@ -1,0 +1,69 @@
+"""The words of a query that carry no meaning, and the short forms agents use: the part of
+text analysis that is ours. Stemming and tokenising are the index's own analyzers (tantivy's
+simple tokenizer, lowercase and the Snowball English stemmer; see `memcli.recall.index`), used
+for memories and queries alike so that both sides always meet.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A raw token of a query: letters, digits and underscores, joined by . / - : @ # (paths,
+# versions, dotted names, kebab-case); each is planned on its own (memcli.recall.search).
+RAW_TOKEN = re.compile(r"\w+(?:[./:@#\-]+\w+)*", re.UNICODE)
+PIECE = re.compile(r"[^\W_]+", re.UNICODE)
+CAMEL_PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+VERSION = re.compile(r"^v?(\d+(?:\.\d+)+)$")
+
+STOP_WORDS = frozenset("""
+a about above after again against all also am an and any are aren't as at be because been
+before being below between both but by can can't cannot could couldn't did didn't do does
+doesn't doing don't down during each either else ever every few for from further get gets got
+had hadn't has hasn't have haven't having he her here hers herself him himself his how i if
+in into is isn't it it's its itself just let let's like may me might mine more most must
+mustn't my myself need needs no nor not now of off on once one only or other ought our ours
+ourselves out over own please per same shall shan't she should shouldn't so some such than
+that that's the their theirs them themselves then there there's these they this those
+through thus to too under until up upon us very via was wasn't we were weren't what what's
+when where which while who whom whose why will with within without won't would wouldn't yes
+yet you your yours yourself yourselves
+again anyone anything everything something someone thing things way ways
+know remember recall tell show find look give want wanted trying try tried
+okay ok hey hi thanks thank sure really actually maybe probably basically
+""".split())
+
+# Short forms agents and people use for the same thing: each side of a pair is analysed to
+# both, so "k8s" finds "kubernetes" and "db" finds "database" (and the other way round).
+ALIASES = {
+    "db": "database", "k8s": "kubernetes", "repo": "repository", "config": "configuration",
+    "cfg": "configuration", "conf": "configuration", "auth": "authentication",
+    "env": "environment", "envs": "environment", "deps": "dependency", "dep": "dependency",
+    "pr": "pull request", "prs": "pull request", "ci": "continuous integration",
+    "js": "javascript", "ts": "typescript", "py": "python", "pg": "postgres",
+    "postgresql": "postgres", "msg": "message", "msgs": "message", "dir": "directory",
+    "dirs": "directory", "folder": "directory", "pkg": "package", "lib": "library",
+    "impl": "implementation", "func": "function", "fn": "function", "arg": "argument",
+    "args": "argument", "param": "parameter", "params": "parameter", "prod": "production",
+    "perf": "performance", "docs": "documentation", "doc": "documentation",
+    "spec": "specification", "tmp": "temporary", "temp": "temporary", "err": "error",
+    "errs": "error", "exc": "exception", "info": "information", "num": "number",
+    "async": "asynchronous", "sync": "synchronize", "mem": "memory", "creds": "credential",
+    "cred": "credential", "pw": "password", "pwd": "password", "passwd": "password",
+    "secs": "second", "sec": "second", "ms": "millisecond", "min": "minute", "mins": "minute",
+    "app": "application", "apps": "application", "svc": "service", "src": "source",
+    "img": "image", "btn": "button", "tz": "timezone",
+    "cli": "command line", "rollout": "deployment",
+}
+
+
+
+
+def expansions(word: str) -> list[str]:
+    """The other names of a word (lowercase), both ways: "k8s" <-> "kubernetes"."""
+    out = [ALIASES[word]] if word in ALIASES else []
+    out += [short for short, long in ALIASES.items() if long == word]
+    return out
+
+
+def is_stop(word: str) -> bool:
+    return word.lower() in STOP_WORDS
