@@ -145,7 +145,8 @@ def tick_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what is due."),
 ) -> None:
     """Run whatever is due: the weekly pass if its last scheduled time was missed (the
-    machine was off), and an index_overflow pass for folders holding more memory files
+    machine was off), else a daily light pass if one of its times was missed (schedule.daily;
+    once however many were missed), and an index_overflow pass for folders holding more memory files
     than the consolidation.index_overflow setting (100) and more than at their last such
     pass. A second tick right after runs nothing.
 
@@ -161,7 +162,8 @@ def tick_cmd(
 
 def _render_tick(result: schedule.TickResult) -> None:
     if result.dry_run:
-        due = (["weekly pass"] if result.weekly_due else []) + [
+        due = (["weekly pass"] if result.weekly_due else []) + (
+            ["daily light pass"] if result.daily_due else []) + [
             f"index_overflow for {rel}" for rel in result.overflow_due]
         print("Due: " + ", ".join(due) if due else "Nothing due.")
         return
@@ -178,8 +180,8 @@ def _render_tick(result: schedule.TickResult) -> None:
 
 @app.command("status")
 def status_cmd(ctx: typer.Context) -> None:
-    """When each trigger last ran, when the weekly pass is due next (and whether it is
-    overdue), each folder's index size, and the review queue's length.
+    """When each trigger last ran, when the weekly pass and the daily light passes are due
+    next (and whether one is overdue), each folder's index size, and the review queue's length.
 
     Example: memcli status --json
     """
@@ -207,10 +209,21 @@ def _render_status(data: dict[str, Any]) -> None:
     state = "[bold red]overdue[/] (memcli tick runs it)" if weekly["overdue"] else "up to date"
     console.print(f"Weekly pass ({weekly['cron']!r}, local time): {state}; "
                   f"next {_local(weekly['next'])}", highlight=False)
+    _render_daily(data["daily"])
     _render_indexes(data)
     queue = data["review_queue"]
     console.print(f"Review queue: {queue['open']} open ({queue['total']} in all)"
                   + (" - see `memcli review list`" if queue["open"] else ""), highlight=False)
+
+
+def _render_daily(daily: dict[str, Any]) -> None:
+    if not daily["cron"]:
+        console.print("Daily light passes: none ([schedule] daily = [])", highlight=False)
+        return
+    state = "[bold red]overdue[/] (memcli tick runs it)" if daily["overdue"] else "up to date"
+    crons = ", ".join(repr(c) for c in daily["cron"])
+    console.print(f"Daily light passes ({crons}, local time): {state}; next {_local(daily['next'])}",
+                  highlight=False)
 
 
 def _render_indexes(data: dict[str, Any]) -> None:
