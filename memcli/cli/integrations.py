@@ -1,4 +1,4 @@
-"""Integrations: `hook session-end`, `install claude`, `install cron`, `tick`, `status`."""
+"""Integrations: `hook session-end`, `install claude|cron|systemd|launchd`, `tick`, `status`."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from memcli.store.store import discover, is_store
 console = Console()
 hook_app = typer.Typer(no_args_is_help=True, help="Commands that agent hooks call.")
 install_app = typer.Typer(no_args_is_help=True,
-                          help="Connect memcli to Claude Code and to cron.")
+                          help="Connect memcli to Claude Code, cron, systemd and launchd.")
 app.add_typer(hook_app, name="hook")
 app.add_typer(install_app, name="install")
 
@@ -134,6 +134,74 @@ def install_cron_cmd(
         sys.stdout.write(line + "\n")  # raw: no rich wrapping or markup, pasteable as is
     if action and not o.quiet:
         sys.stderr.write(f"crontab: memcli's weekly line for this store {action}\n")
+
+
+# ---------------------------------------------------------------- install systemd / launchd
+
+
+@install_app.command("systemd")
+def install_systemd_cmd(
+    ctx: typer.Context,
+    apply: bool = typer.Option(False, "--apply", help="Also run systemctl: reload, enable and start."),
+    uninstall: bool = typer.Option(False, "--uninstall", help="Stop, disable and remove memcli's units."),
+) -> None:
+    """Write a systemd user timer and service (~/.config/systemd/user/, or under
+    $XDG_CONFIG_HOME) that run `memcli tick` for this store every 15 minutes; tick runs the
+    weekly and daily passes when due. Persistent=true: a run missed while the machine was off
+    happens at the next boot. A file there that memcli did not write is never overwritten;
+    installing again changes nothing; --uninstall removes only memcli's files.
+
+    Example: memcli --store ~/agent-memory install systemd --apply
+    """
+    from memcli.integrations import timers
+
+    o = opts(ctx)
+    root = o.open_store().root
+    report = timers.uninstall_systemd(root) if uninstall else timers.install_systemd(root, apply)
+    _render_timer(report, o)
+
+
+@install_app.command("launchd")
+def install_launchd_cmd(
+    ctx: typer.Context,
+    apply: bool = typer.Option(False, "--apply", help="Also load it with launchctl (bootstrap)."),
+    uninstall: bool = typer.Option(False, "--uninstall", help="Unload and remove memcli's agent."),
+) -> None:
+    """Write a launchd user agent (~/Library/LaunchAgents/) that runs `memcli tick` for this
+    store at log-in and every 15 minutes (once on wake for times missed asleep); tick runs
+    the weekly and daily passes when due. A file there that memcli did not write is never
+    overwritten; installing again changes nothing; --uninstall removes only memcli's file.
+
+    Example: memcli --store ~/agent-memory install launchd --apply
+    """
+    from memcli.integrations import timers
+
+    o = opts(ctx)
+    root = o.open_store().root
+    report = timers.uninstall_launchd(root) if uninstall else timers.install_launchd(root, apply)
+    _render_timer(report, o)
+
+
+def _render_timer(report: Any, o: Opts) -> None:
+    for note in report.notes:
+        sys.stderr.write(f"note: {note}\n")
+    if o.json:
+        emit_json(report.as_dict())
+        return
+    if o.quiet:
+        return
+    for path, action in report.files.items():
+        print(f"{path}: {action}")
+    for command in report.ran:
+        print(f"ran: {command}")
+    if report.todo:
+        print("To start it (or run this again with --apply):")
+        for command in report.todo:
+            print(f"  {command}")
+    if report.check:
+        print("Check that it works:")
+        for command in report.check:
+            print(f"  {command}")
 
 
 # ---------------------------------------------------------------- tick
