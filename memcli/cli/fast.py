@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 ROUTES: dict[tuple[str, ...], str] = {
     ("hook", "session-end"): "memcli.cli.hookmain:session_end",
+    ("tick",): "memcli.cli.tickmain:tick",
 }
 _VALUE_OPTIONS = ("--store", "--wait")
 _FLAG_OPTIONS = ("--json", "--quiet")

@@ -220,27 +220,10 @@ def tick_cmd(
 
     Example: memcli tick --dry-run
     """
+    from memcli.cli import tickmain  # the fast path serves `memcli tick`; this is its --help twin
+
     o = opts(ctx)
-    result = schedule.run_tick(o.open_store(), o.wait, dry_run)
-    if o.json:
-        emit_json(result.as_dict())
-    elif not o.quiet:
-        _render_tick(result)
-
-
-def _render_tick(result: schedule.TickResult) -> None:
-    if result.dry_run:
-        due = (["weekly pass"] if result.weekly_due else []) + (
-            ["daily light pass"] if result.daily_due else []) + [
-            f"index_overflow for {rel}" for rel in result.overflow_due]
-        print("Due: " + ", ".join(due) if due else "Nothing due.")
-        return
-    if not result.runs:
-        print("Nothing due.")
-    for run in result.runs:
-        where = f" ({', '.join(run.folders)})" if run.folders else ""
-        counts = ", ".join(f"{k} {v}" for k, v in run.stats.items() if isinstance(v, int) and v)
-        print(f"{run.trigger}{where}: {run.run_id}" + (f" - {counts}" if counts else ""))
+    tickmain.render(schedule.run_tick(o.open_store(), o.wait, dry_run), o.json, o.quiet)
 
 
 # ---------------------------------------------------------------- status

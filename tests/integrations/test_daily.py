@@ -337,3 +337,39 @@ def test_a_bad_daily_setting_is_an_error_for_tick(store: Path) -> None:
 def test_nicknames_are_accepted(tmp_path: Path) -> None:
     (tmp_path / "memcli.toml").write_text('[schedule]\ndaily = ["@daily"]\nweekly = "@weekly"\n')
     assert load_settings(tmp_path).schedule.daily == ("@daily",)
+
+
+# ---------------------------------------------------------------- tick on the fast path
+
+
+def _memcli(store: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), *args], capture_output=True,
+                          text=True, env={**os.environ, "TZ": "UTC", **(env or {})}, timeout=120)
+
+
+def test_an_idle_tick_imports_nothing_heavy(store: Path) -> None:
+    daily_store(store)
+    set_runs(store, weekly="2026-11-22T00:00:00Z", daily="2026-11-22T00:00:00Z")
+    proc = _memcli(store, "tick", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0 and proc.stdout == "Nothing due.\n", proc.stderr
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert "memcli.integrations.schedule" in modules
+    assert not {"typer", "rich", "numpy", "rapidfuzz", "memcli.consolidate.engine"} & modules
+
+
+def test_tick_on_the_fast_path_runs_what_is_due_and_fails_like_typer(store: Path, tmp_path: Path) -> None:
+    daily_store(store)
+    set_runs(store, weekly="2026-11-22T00:00:00Z")
+    due = _memcli(store, "--json", "tick", "--dry-run", env={"MEMCLI_NOW": "2026-11-22T10:00:00Z"})
+    assert orjson.loads(due.stdout)["daily_due"] is True
+    ran = _memcli(store, "tick", env={"MEMCLI_NOW": "2026-11-22T10:00:00Z"})
+    assert ran.returncode == 0 and ran.stdout.startswith("daily: run_"), ran.stderr
+    assert _memcli(store, "tick", "--bogus").returncode == 2
+    missing = _memcli(tmp_path / "nowhere", "--json", "tick")
+    assert missing.returncode == 1 and "no memory store" in orjson.loads(missing.stdout)["error"]
+    (store / "memcli.toml").write_text('[schedule]\ndaily = ["0 10 * * *", "soon"]\n')
+    bad = _memcli(store, "tick")
+    assert bad.returncode == 1 and "schedule.daily[1] is not a valid cron expression" in bad.stderr
+    assert "Traceback" not in bad.stderr
