@@ -40,6 +40,7 @@ from memcli.store.model import (
 from memcli.store.store import Folder, FolderScan, Problem, Stamp, Store
 
 TRIGGERS = ("manual", "weekly", "daily", "session_end", "index_overflow")
+ALL_RULES = ("merge", "summarize", "promote", "archive")  # 3.1 to 3.4
 # A light pass (SPEC 6) runs only these rules, never the LLM; every other trigger runs all four.
 LIGHT_RULES = {"daily": ("merge", "promote")}
 WHOLE_STORE = ("manual", "weekly", "daily")  # triggers that cover every folder when not narrowed
@@ -232,13 +233,14 @@ class Planner:
         self.plan.actions.sort(key=lambda action: _RULE_RANK.get(action.type, 0))
 
     def _apply_rules(self) -> None:
-        light = LIGHT_RULES.get(self.opts.trigger)
-        self.merge_duplicates()
+        wanted = LIGHT_RULES.get(self.opts.trigger, ALL_RULES)
+        self.merge_duplicates()  # every pass merges
         self._shortlist()
-        if light is None:
+        if "summarize" in wanted:
             self.summarize_verbose()
-        self.promote_patterns()
-        if light is None:
+        if "promote" in wanted:
+            self.promote_patterns()
+        if "archive" in wanted:
             self.archive_stale()
 
     def _release(self) -> None:

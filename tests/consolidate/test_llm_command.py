@@ -477,3 +477,24 @@ def test_bad_llm_settings_name_the_key(tmp_path: Path, text: str, message: str) 
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path)
     assert message in str(caught.value)
+
+
+def test_a_session_end_run_records_its_calls_with_the_rest_of_its_state(store: Path, tmp_path: Path) -> None:
+    configure(store, [str(program(tmp_path, SUMMARIZER))])
+    add(store)
+    run(store)  # a full run first: session_end then looks at what changed since
+    verbose(store)
+    out = run(store, trigger="session_end")
+    assert methods(out) == ["llm"]
+    data = state(store)
+    assert data["llm_calls"] == {"day": "2026-11-22", "calls": 1}
+    assert data["runs"]["session_end"]["run_id"] == out.run_id
+
+
+def test_an_undone_run_keeps_its_calls_counted(store: Path, tmp_path: Path) -> None:
+    configure(store, [str(program(tmp_path, SUMMARIZER))])
+    verbose(store)
+    out = run(store)
+    result = CliRunner().invoke(app, ["--store", str(store), "undo", out.run_id])
+    assert result.exit_code == 0, result.stderr
+    assert state(store)["llm_calls"] == {"day": "2026-11-22", "calls": 1}  # spent is spent
