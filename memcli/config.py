@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -38,6 +39,7 @@ class Consolidation:
 @dataclass(frozen=True)
 class Schedule:
     weekly: str = "0 0 * * 0"
+    daily: tuple[str, ...] = ()  # light passes (SPEC 6), cron expressions in local time
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,9 @@ class Llm:
     enabled: bool = False
     model: str = "claude-haiku-4-5"
     max_calls_per_run: int = 20
+    max_calls_per_day: int = 200  # across runs, counted in ops/state.json (local day)
     timeout_s: float = 60.0
+    command: tuple[str, ...] = ()  # argv of a program: prompt on stdin, answer on stdout
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "stale_after_days": (1, None),
     "index_overflow": (1, None),
     "max_calls_per_run": (0, None),
+    "max_calls_per_day": (0, 1_000_000),
     "timeout_s": (0.1, 3600),
     "limit": (1, 1000),
     "briefing_chars": (0, 100_000),
@@ -157,6 +162,8 @@ def _check(name: str, value: Any, default: Any, path: object) -> Any:
         return value
     if isinstance(default, (int, float)):
         return _check_number(name, key, value, default, path)
+    if isinstance(default, tuple):
+        return _check_daily(name, value, path) if key == "daily" else _check_command(name, value, path)
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{path}: {name} must be a non-empty string, got {value!r}")
     if key == "agent" and not _is_agent_id(value):
@@ -185,11 +192,62 @@ def _check_cross(section: str, values: dict[str, Any], path: object) -> None:
         raise ConfigError(
             f"{path}: consolidation.promote_to_global must be >= consolidation.promote_to_team"
         )
-    if section == "schedule":
-        from croniter import croniter  # a well-kept cron parser; imported only when needed
+    if section == "schedule" and values["weekly"] != Schedule.weekly:  # the default is known good
+        problem = cron_problem(values["weekly"])
+        if problem:
+            raise ConfigError(f"{path}: schedule.weekly {problem}")
 
-        if not croniter.is_valid(values["weekly"]):
-            raise ConfigError(f"{path}: schedule.weekly is not a valid cron expression")
+
+def cron_problem(expr: str) -> str | None:
+    """Why `expr` is not a cron expression memcli can schedule by, or None. Five fields (or
+    an @nickname such as @daily), as crontab reads them, that fire at least once: a valid
+    but impossible date (`0 0 31 2 *`) would otherwise fail later, at every tick."""
+    import datetime as dt
+
+    from croniter import croniter  # a well-kept cron parser; imported only when needed
+
+    fields_ = expr.split()
+    if not croniter.is_valid(expr) or not (len(fields_) == 5 or (len(fields_) == 1 and expr.startswith("@"))):
+        return f"is not a valid cron expression ({expr!r}; 5 fields: minute hour day month weekday)"
+    try:
+        croniter(expr, dt.datetime(2026, 1, 1)).get_next(dt.datetime)
+        croniter(expr, dt.datetime(2026, 1, 1)).get_prev(dt.datetime)
+    except Exception:  # croniter's CroniterBadDateError and kin: no such date, ever
+        return f"never fires ({expr!r})"
+    return None
+
+
+def _check_daily(name: str, value: Any, path: object) -> tuple[str, ...]:
+    """`[schedule] daily`: a list of cron expressions; each wrong one is named by position."""
+    if not isinstance(value, list):
+        raise ConfigError(f"{path}: {name} must be a list of cron expressions "
+                          f"(e.g. [\"0 10 * * *\", \"0 15 * * *\"]), got {value!r}")
+    for position, expr in enumerate(value):
+        if not isinstance(expr, str):
+            raise ConfigError(f"{path}: {name}[{position}] must be a cron expression string, got {expr!r}")
+        problem = cron_problem(expr)
+        if problem:
+            raise ConfigError(f"{path}: {name}[{position}] {problem}")
+    return tuple(value)
+
+
+def _check_command(name: str, value: Any, path: object) -> tuple[str, ...]:
+    """`[llm] command`: a command line (split as a shell would, but never run by one) or a
+    list of arguments, passed to the program exactly."""
+    if isinstance(value, str):
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {name} is not a valid command line ({exc}): {value!r}") from exc
+    elif isinstance(value, list) and all(isinstance(arg, str) for arg in value):
+        argv = list(value)
+    else:
+        raise ConfigError(f"{path}: {name} must be a command line string or a list of strings, got {value!r}")
+    if not argv or not argv[0].strip():
+        raise ConfigError(f"{path}: {name} must name a program (e.g. \"claude -p\"), got {value!r}")
+    if any("\0" in arg for arg in argv):
+        raise ConfigError(f"{path}: {name} holds a NUL character")
+    return tuple(argv)
 
 
 def _is_folder_name(name: str) -> bool:

@@ -22,6 +22,7 @@ ROUTES: dict[tuple[str, ...], str] = {
     ("hook", "recall-warm"): "memcli.cli.recallmain:recall_warm",
     ("recall",): "memcli.cli.recallmain:recall",
     ("hook",): "memcli.cli.hookmain:unknown_hook",  # any other hook: exit 0 (hooks fail open)
+    ("tick",): "memcli.cli.tickmain:tick",
 }
 _VALUE_OPTIONS = ("--store", "--wait")
 _FLAG_OPTIONS = ("--json", "--quiet")

@@ -1,4 +1,4 @@
-"""Integrations: `hook session-end`, `install claude`, `install cron`, `tick`, `status`."""
+"""Integrations: `hook session-end`, `install claude|cron|systemd|launchd`, `tick`, `status`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from memcli.store.store import discover, is_store
 console = Console()
 hook_app = typer.Typer(no_args_is_help=True, help="Commands that agent hooks call.")
 install_app = typer.Typer(no_args_is_help=True,
-                          help="Connect memcli to Claude Code and to cron.")
+                          help="Connect memcli to Claude Code, cron, systemd and launchd.")
 app.add_typer(hook_app, name="hook")
 app.add_typer(install_app, name="install")
 
@@ -147,6 +147,74 @@ def install_cron_cmd(
         sys.stderr.write(f"crontab: memcli's weekly line for this store {action}\n")
 
 
+# ---------------------------------------------------------------- install systemd / launchd
+
+
+@install_app.command("systemd")
+def install_systemd_cmd(
+    ctx: typer.Context,
+    apply: bool = typer.Option(False, "--apply", help="Also run systemctl: reload, enable and start."),
+    uninstall: bool = typer.Option(False, "--uninstall", help="Stop, disable and remove memcli's units."),
+) -> None:
+    """Write a systemd user timer and service (~/.config/systemd/user/, or under
+    $XDG_CONFIG_HOME) that run `memcli tick` for this store every 15 minutes; tick runs the
+    weekly and daily passes when due. Persistent=true: a run missed while the machine was off
+    happens at the next boot. A file there that memcli did not write is never overwritten;
+    installing again changes nothing; --uninstall removes only memcli's files.
+
+    Example: memcli --store ~/agent-memory install systemd --apply
+    """
+    from memcli.integrations import timers
+
+    o = opts(ctx)
+    root = o.open_store().root
+    report = timers.uninstall_systemd(root) if uninstall else timers.install_systemd(root, apply)
+    _render_timer(report, o)
+
+
+@install_app.command("launchd")
+def install_launchd_cmd(
+    ctx: typer.Context,
+    apply: bool = typer.Option(False, "--apply", help="Also load it with launchctl (bootstrap)."),
+    uninstall: bool = typer.Option(False, "--uninstall", help="Unload and remove memcli's agent."),
+) -> None:
+    """Write a launchd user agent (~/Library/LaunchAgents/) that runs `memcli tick` for this
+    store at log-in and every 15 minutes (once on wake for times missed asleep); tick runs
+    the weekly and daily passes when due. A file there that memcli did not write is never
+    overwritten; installing again changes nothing; --uninstall removes only memcli's file.
+
+    Example: memcli --store ~/agent-memory install launchd --apply
+    """
+    from memcli.integrations import timers
+
+    o = opts(ctx)
+    root = o.open_store().root
+    report = timers.uninstall_launchd(root) if uninstall else timers.install_launchd(root, apply)
+    _render_timer(report, o)
+
+
+def _render_timer(report: Any, o: Opts) -> None:
+    for note in report.notes:
+        sys.stderr.write(f"note: {note}\n")
+    if o.json:
+        emit_json(report.as_dict())
+        return
+    if o.quiet:
+        return
+    for path, action in report.files.items():
+        print(f"{path}: {action}")
+    for command in report.ran:
+        print(f"ran: {command}")
+    if report.todo:
+        print("To start it (or run this again with --apply):")
+        for command in report.todo:
+            print(f"  {command}")
+    if report.check:
+        print("Check that it works:")
+        for command in report.check:
+            print(f"  {command}")
+
+
 # ---------------------------------------------------------------- tick
 
 
@@ -156,32 +224,17 @@ def tick_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what is due."),
 ) -> None:
     """Run whatever is due: the weekly pass if its last scheduled time was missed (the
-    machine was off), and an index_overflow pass for folders holding more memory files
+    machine was off), else a daily light pass if one of its times was missed (schedule.daily;
+    once however many were missed), and an index_overflow pass for folders holding more memory files
     than the consolidation.index_overflow setting (100) and more than at their last such
     pass. A second tick right after runs nothing.
 
     Example: memcli tick --dry-run
     """
+    from memcli.cli import tickmain  # the fast path serves `memcli tick`; this is its --help twin
+
     o = opts(ctx)
-    result = schedule.run_tick(o.open_store(), o.wait, dry_run)
-    if o.json:
-        emit_json(result.as_dict())
-    elif not o.quiet:
-        _render_tick(result)
-
-
-def _render_tick(result: schedule.TickResult) -> None:
-    if result.dry_run:
-        due = (["weekly pass"] if result.weekly_due else []) + [
-            f"index_overflow for {rel}" for rel in result.overflow_due]
-        print("Due: " + ", ".join(due) if due else "Nothing due.")
-        return
-    if not result.runs:
-        print("Nothing due.")
-    for run in result.runs:
-        where = f" ({', '.join(run.folders)})" if run.folders else ""
-        counts = ", ".join(f"{k} {v}" for k, v in run.stats.items() if isinstance(v, int) and v)
-        print(f"{run.trigger}{where}: {run.run_id}" + (f" - {counts}" if counts else ""))
+    tickmain.render(schedule.run_tick(o.open_store(), o.wait, dry_run), o.json, o.quiet)
 
 
 # ---------------------------------------------------------------- status
@@ -189,10 +242,10 @@ def _render_tick(result: schedule.TickResult) -> None:
 
 @app.command("status")
 def status_cmd(ctx: typer.Context) -> None:
-    """When each trigger last ran, when the weekly pass is due next (and whether it is
-    overdue), each folder's index size, the review queue's length, and the health of what
-    runs unattended: the last hook start and its result, the last error in ops/hook.log, the
-    last weekly (cron) run and what ops/cron.log says.
+    """When each trigger last ran, when the weekly pass and the daily light passes are due
+    next (and whether one is overdue), each folder's index size, the review queue's length,
+    and the health of what runs unattended: the last hook start and its result, the last
+    error in ops/hook.log, the last weekly (cron) run and what ops/cron.log says.
 
     Example: memcli status --json
     """
@@ -223,6 +276,7 @@ def _render_status(data: dict[str, Any]) -> None:
     state = "[bold red]overdue[/] (memcli tick runs it)" if weekly["overdue"] else "up to date"
     console.print(f"Weekly pass ({weekly['cron']!r}, local time): {state}; "
                   f"next {_local(weekly['next'])}", highlight=False)
+    _render_daily(data["daily"])
     _render_indexes(data)
     queue = data["review_queue"]
     console.print(f"Review queue: {queue['open']} open ({queue['total']} in all)"
@@ -251,6 +305,16 @@ def _render_health(data: dict[str, Any]) -> None:
         if cron["last_line"]:
             line += f", last line: {cron['last_line']}"
     print(line)
+
+
+def _render_daily(daily: dict[str, Any]) -> None:
+    if not daily["cron"]:
+        console.print("Daily light passes: none ([schedule] daily = [])", highlight=False)
+        return
+    state = "[bold red]overdue[/] (memcli tick runs it)" if daily["overdue"] else "up to date"
+    crons = ", ".join(repr(c) for c in daily["cron"])
+    console.print(f"Daily light passes ({crons}, local time): {state}; next {_local(daily['next'])}",
+                  highlight=False)
 
 
 def _render_indexes(data: dict[str, Any]) -> None:

@@ -24,7 +24,8 @@ app.add_typer(review_app, name="review")
 @app.command()
 def consolidate(
     ctx: typer.Context,
-    trigger: str = typer.Option("manual", "--trigger", help="manual, weekly, session_end or index_overflow."),
+    trigger: str = typer.Option("manual", "--trigger", help=(
+        "manual, weekly, daily (a light pass: merge and promote only), session_end or index_overflow.")),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what a run would do; write nothing."),
     limit: int = typer.Option(None, "--limit", help="Most memories to touch (0 = no limit)."),
     consent: bool = typer.Option(False, "--consent", help="Treat USER memories as consented."),

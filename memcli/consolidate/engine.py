@@ -21,6 +21,7 @@ from memcli.consolidate import decisions, review, rules, since
 from memcli.consolidate.similar import ALL_PAIRS_MAX, similar_pairs
 from memcli.consolidate.since import Row
 from memcli.consolidate.summary import extractive_summary
+from memcli.errors import MemcliError
 from memcli.store import caches, index, journal, opsfiles
 from memcli.store.index import SigCache, load_sigs
 from memcli.store.model import (
@@ -38,7 +39,11 @@ from memcli.store.model import (
 )
 from memcli.store.store import Folder, FolderScan, Problem, Stamp, Store
 
-TRIGGERS = ("manual", "weekly", "session_end", "index_overflow")
+TRIGGERS = ("manual", "weekly", "daily", "session_end", "index_overflow")
+ALL_RULES = ("merge", "summarize", "promote", "archive")  # 3.1 to 3.4
+# A light pass (SPEC 6) runs only these rules, never the LLM; every other trigger runs all four.
+LIGHT_RULES = {"daily": ("merge", "promote")}
+WHOLE_STORE = ("manual", "weekly", "daily")  # triggers that cover every folder when not narrowed
 DISCOVERY_FLOOR = 0.60  # SPEC 9: pairs from here up to content_similarity may go to the LLM
 Progress = Callable[[str, int, int], None]
 # (details, max_chars) -> (summary, method) ; the LLM path plugs in here
@@ -81,6 +86,7 @@ class Planning:
     refresh: dict[str, list[str]] | None = None  # session_end: folder -> files read or gone
     listings: dict[str, Stamp] | None = None  # session_end: folder -> stamp vouching for its names
     pairs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # folder -> (params, PairCache)
+    state_extra: dict[str, Any] = field(default_factory=dict)  # more for ops/state.json (LLM calls)
 
 
 # ---------------------------------------------------------------- entry points
@@ -95,21 +101,38 @@ def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
     notes = _attach_llm(store, opts, llm)
     if dry_run or plan_out is not None:
         planning = plan(store, opts, now())
-        planning.plan.notes += notes + _pending_note(store)
+        planning.plan.notes += notes + _llm_notes(opts) + _pending_note(store)
         if plan_out is not None:
             write_plan_file(plan_out, planning.plan)
         return preview(planning)
     opts.warm_caches = True
     with store.writing(wait) as recovered:
         planning = plan(store, opts, now())
-        planning.plan.notes += notes + recovered
+        planning.plan.notes += notes + _llm_notes(opts) + recovered
+        if opts.judge is not None:
+            from memcli.consolidate import llm_bridge
+
+            planning.state_extra.update(llm_bridge.state_update(store, opts.judge))
         return apply(store, planning)
 
 
 def _attach_llm(store: Store, opts: RunOptions, llm: bool | None) -> list[str]:
+    if opts.trigger in LIGHT_RULES:
+        if llm:
+            raise MemcliError(f"a {opts.trigger} pass is a light pass and never uses the LLM; "
+                              "drop --llm, or run another trigger")
+        return []
     from memcli.consolidate import llm_bridge  # the LLM path is optional and imported only when asked
 
     return llm_bridge.attach(store, opts, llm)
+
+
+def _llm_notes(opts: RunOptions) -> list[str]:
+    if opts.judge is None:
+        return []
+    from memcli.consolidate import llm_bridge
+
+    return llm_bridge.run_notes(opts.judge)
 
 
 def _pending_note(store: Store) -> list[str]:
@@ -204,7 +227,7 @@ class Planner:
                 self._release()
                 self._progress("planning", position + 1, len(folders))
             self.plan.covered = [f.rel for f in folders]
-            if self.opts.trigger in ("manual", "weekly") and self.opts.folders is None:
+            if self.opts.trigger in WHOLE_STORE and self.opts.folders is None:
                 # a whole-store run also covers a folder its promotions create: it saw (wrote)
                 # every memory there, which the next session_end need not look at again
                 self.plan.covered += sorted({rel for a in self.plan.actions if a.type == "promote"
@@ -214,11 +237,15 @@ class Planner:
         self.plan.actions.sort(key=lambda action: _RULE_RANK.get(action.type, 0))
 
     def _apply_rules(self) -> None:
-        self.merge_duplicates()
+        wanted = LIGHT_RULES.get(self.opts.trigger, ALL_RULES)
+        self.merge_duplicates()  # every pass merges
         self._shortlist()
-        self.summarize_verbose()
-        self.promote_patterns()
-        self.archive_stale()
+        if "summarize" in wanted:
+            self.summarize_verbose()
+        if "promote" in wanted:
+            self.promote_patterns()
+        if "archive" in wanted:
+            self.archive_stale()
 
     def _release(self) -> None:
         self._sign_rewritten()
@@ -410,7 +437,7 @@ class Planner:
                 self.live.pop(mem_id, None)
 
     def _count_live(self) -> int:
-        if self.opts.trigger in ("manual", "weekly") and self.opts.folders is None:
+        if self.opts.trigger in WHOLE_STORE and self.opts.folders is None:
             return self._loaded
         return sum(_file_count(f) for f in self.store.memory_folders())  # the rest of the store too
 
@@ -899,14 +926,17 @@ def apply(store: Store, planning: Planning) -> Outcome:
     plan = planning.plan
     applied = journal.execute(store, plan)
     outcome = _outcome(plan, applied.actions, applied.skips, started)
+    state = {"run_id": plan.run_id, "at": plan.at, "trigger": plan.trigger,
+             "success": plan.trigger in TRIGGERS or plan.trigger == "review",
+             "flagged_done": plan.flagged_done,
+             **caches.listings_update(planning.listings, plan.covered)}
+    if planning.state_extra:
+        state["extra"] = {**state.get("extra", {}), **planning.state_extra}
     hashes = journal.commit(store, plan.run_id, {
         "folders": sorted({f for a in applied.actions for f in a.folders}),
         "covered": plan.covered,
         "review": [a.review for a in applied.actions if a.review],
-        "state": {"run_id": plan.run_id, "at": plan.at, "trigger": plan.trigger,
-                  "success": plan.trigger in TRIGGERS or plan.trigger == "review",
-                  "flagged_done": plan.flagged_done,
-                  **caches.listings_update(planning.listings, plan.covered)},
+        "state": state,
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
         **caches.refresh_map(planning.refresh, plan, applied.actions),

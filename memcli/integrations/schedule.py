@@ -1,8 +1,9 @@
 """When a consolidation is due (SPEC section 6), `tick` which runs it, and `status`.
 
 Cron expressions are read in the machine's local time zone, as cron itself reads them, and
-`MEMCLI_NOW` is the clock. The decisions (`due_weekly`, `overflowing`) are pure functions of
-their arguments so they can be tested without a store; `run_tick` applies them to a store.
+`MEMCLI_NOW` is the clock. The decisions (`due_weekly`, `due_daily`, `overflowing`) are pure
+functions of their arguments so they can be tested without a store; `run_tick` applies them
+to a store.
 croniter and the engine are imported inside functions: the session-end hook imports this
 module and must start fast.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,10 @@ from memcli.store import fsops, index, opsfiles
 from memcli.store.model import fmt_of, format_ts, now, ts_or_none
 from memcli.store.store import Folder, Store
 
-TRIGGERS = ("manual", "session_end", "weekly", "index_overflow")
+TRIGGERS = ("manual", "session_end", "weekly", "daily", "index_overflow")
+# A weekly pass runs every rule over every folder, rules 3.1 and 3.3 among them, so it does
+# all a daily light pass would: either one satisfies a due daily pass.
+COVERS_DAILY = ("daily", "weekly")
 REVIEW_QUEUE = "review-queue.json"
 TICK_LOCK = ".tick.lock"
 
@@ -40,25 +44,68 @@ def _from_local_naive(moment: dt.datetime) -> dt.datetime:
     return moment.astimezone().astimezone(dt.timezone.utc)  # naive -> read as local time
 
 
+def _instant(wall: dt.datetime) -> dt.datetime:
+    """The moment (UTC) the local clock reaches the wall-clock time `wall`. A time the clock
+    skips when it springs forward is reached when the clock jumps over it, which is when cron
+    runs such a job; a time that happens twice when it falls back counts the first time."""
+    at = _from_local_naive(wall)
+    if _to_local_naive(at) == wall:
+        return at
+    low, high = int(at.timestamp()) - 86_400, int(at.timestamp()) + 86_400
+    while high - low > 1:  # the first second whose wall-clock time is not before `wall`
+        middle = (low + high) // 2
+        if _to_local_naive(dt.datetime.fromtimestamp(middle, dt.timezone.utc)) >= wall:
+            high = middle
+        else:
+            low = middle
+    return dt.datetime.fromtimestamp(high, dt.timezone.utc)
+
+
 def last_scheduled(cron: str, moment: dt.datetime) -> dt.datetime:
     """The most recent time `cron` fires at or before `moment` (UTC)."""
     from croniter import croniter
 
     # get_prev is strictly before its start: start one second later so `moment` itself counts.
     start = _to_local_naive(moment) + dt.timedelta(seconds=1)
-    return _from_local_naive(croniter(cron, start).get_prev(dt.datetime))
+    return _instant(croniter(cron, start).get_prev(dt.datetime))
 
 
 def next_scheduled(cron: str, moment: dt.datetime) -> dt.datetime:
     """The first time `cron` fires strictly after `moment` (UTC)."""
     from croniter import croniter
 
-    return _from_local_naive(croniter(cron, _to_local_naive(moment)).get_next(dt.datetime))
+    times = croniter(cron, _to_local_naive(moment))
+    found = _instant(times.get_next(dt.datetime))
+    for _ in range(4):  # in the repeated hour of a fall-back, the first 01:30 is already past
+        if found > moment:
+            break
+        found = _instant(times.get_next(dt.datetime))
+    return found
 
 
 def due_weekly(cron: str, last_at: dt.datetime | None, moment: dt.datetime) -> bool:
     """Never run, or the last run is older than the last scheduled time (machine was off)."""
     return last_at is None or last_at < last_scheduled(cron, moment)
+
+
+def last_scheduled_any(crons: Sequence[str], moment: dt.datetime) -> dt.datetime | None:
+    """The most recent time any of `crons` fires at or before `moment`; None without any."""
+    return max((last_scheduled(cron, moment) for cron in crons), default=None)
+
+
+def next_scheduled_any(crons: Sequence[str], moment: dt.datetime) -> dt.datetime | None:
+    """The first time any of `crons` fires strictly after `moment`; None without any."""
+    return min((next_scheduled(cron, moment) for cron in crons), default=None)
+
+
+def due_daily(crons: Sequence[str], last_at: dt.datetime | None, moment: dt.datetime) -> bool:
+    """A light pass is due when one of its times passed since the last pass that covered it
+    (`last_at`: the latest daily or weekly run), or when none ever ran. However many of its
+    times were missed (a laptop closed for three days), that is one pass, not one per time."""
+    if not crons:
+        return False
+    latest = last_scheduled_any(crons, moment)
+    return last_at is None or (latest is not None and last_at < latest)
 
 
 # ---------------------------------------------------------------- index overflow
@@ -106,6 +153,12 @@ def last_run_at(state: Mapping[str, Any], trigger: str) -> dt.datetime | None:
     return ts_or_none(entry.get("at")) if entry else None
 
 
+def last_light_at(state: Mapping[str, Any]) -> dt.datetime | None:
+    """When a pass that covers the daily light pass (a daily or a weekly one) last ran."""
+    return max((at for at in (last_run_at(state, t) for t in COVERS_DAILY) if at is not None),
+               default=None)
+
+
 # ---------------------------------------------------------------- tick
 
 
@@ -123,10 +176,11 @@ class TickResult:
     overflow_due: list[str]
     dry_run: bool = False
     runs: list[TickRun] = field(default_factory=list)
+    daily_due: bool = False  # a light pass is due on its own (a due weekly pass covers it)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"weekly_due": self.weekly_due, "overflow_due": self.overflow_due,
-                "dry_run": self.dry_run,
+        return {"weekly_due": self.weekly_due, "daily_due": self.daily_due,
+                "overflow_due": self.overflow_due, "dry_run": self.dry_run,
                 "runs": [{"trigger": r.trigger, "run_id": r.run_id, "folders": r.folders,
                           "stats": r.stats} for r in self.runs]}
 
@@ -135,14 +189,16 @@ def plan_tick(store: Store, moment: dt.datetime) -> TickResult:
     """What is due at `moment`, without running anything."""
     state = opsfiles.read_state(store.root)
     weekly = due_weekly(store.settings.schedule.weekly, last_run_at(state, "weekly"), moment)
+    daily = not weekly and due_daily(store.settings.schedule.daily, last_light_at(state), moment)
     threshold = store.settings.consolidation.index_overflow
-    return TickResult(weekly, overflowing(folder_counts(store), state, threshold))
+    return TickResult(weekly, overflowing(folder_counts(store), state, threshold), daily_due=daily)
 
 
 def run_tick(store: Store, wait: float = 10.0, dry_run: bool = False) -> TickResult:
-    """Run whatever is due: the weekly pass once if missed, then one `index_overflow` pass
-    over every folder that grew past the threshold. Ticks are serialised by their own lock
-    so two session-end hooks finishing together cannot both run the missed weekly pass."""
+    """Run whatever is due: the weekly pass once if missed, else the daily light pass once
+    if one of its times was missed, then one `index_overflow` pass over every folder that
+    grew past the threshold. Ticks are serialised by their own lock so two session-end hooks
+    finishing together cannot both run the missed weekly pass."""
     if dry_run:
         plan = plan_tick(store, now())
         plan.dry_run = True
@@ -151,7 +207,12 @@ def run_tick(store: Store, wait: float = 10.0, dry_run: bool = False) -> TickRes
         plan = plan_tick(store, now())
         if plan.weekly_due:
             plan.runs.append(_consolidate(store, "weekly", None, wait))
-            # the weekly pass may have shrunk folders: decide on overflow afresh
+            # the weekly pass covers a due light pass and may have shrunk folders: decide
+            # afresh (a daily time that passed while it ran is still due)
+            again = plan_tick(store, now())
+            plan.daily_due, plan.overflow_due = again.daily_due, again.overflow_due
+        if plan.daily_due:
+            plan.runs.append(_consolidate(store, "daily", None, wait))
             plan.overflow_due = plan_tick(store, now()).overflow_due
         if plan.overflow_due:
             plan.runs.append(_consolidate(store, "index_overflow", plan.overflow_due, wait))
@@ -216,6 +277,8 @@ def collect_status(store: Store, moment: dt.datetime) -> dict[str, Any]:
         "last_success": state.get("last_success") if isinstance(state.get("last_success"), dict)
         else None,
         "weekly": _weekly_status(store.settings.schedule.weekly, state, moment),
+        "daily": _daily_status(store.settings.schedule.daily, state, moment),
+        "llm_calls_today": _llm_calls(store, state, moment),
         "index_overflow": threshold,
         "overflow_due": overflowing(counts, state, threshold),
         "indexes": _index_sizes(store, counts, threshold),
@@ -229,6 +292,24 @@ def _weekly_status(cron: str, state: Mapping[str, Any], moment: dt.datetime) -> 
             "last_scheduled": format_ts(last_scheduled(cron, moment)),
             "next": format_ts(next_scheduled(cron, moment)),
             "overdue": due_weekly(cron, last_at, moment)}
+
+
+def _daily_status(crons: Sequence[str], state: Mapping[str, Any], moment: dt.datetime) -> dict[str, Any]:
+    last_at, covered = last_run_at(state, "daily"), last_light_at(state)
+    latest, upcoming = last_scheduled_any(crons, moment), next_scheduled_any(crons, moment)
+    return {"cron": list(crons), "last_run": format_ts(last_at) if last_at else None,
+            "last_covered": format_ts(covered) if covered else None,
+            "last_scheduled": format_ts(latest) if latest else None,
+            "next": format_ts(upcoming) if upcoming else None,
+            "overdue": due_daily(crons, covered, moment)}
+
+
+def _llm_calls(store: Store, state: Mapping[str, Any], moment: dt.datetime) -> dict[str, Any]:
+    from memcli.consolidate import llm_budget
+
+    day = llm_budget.local_day(moment)
+    return {"day": day, "calls": llm_budget.calls_on(state, day),
+            "max_calls_per_day": store.settings.llm.max_calls_per_day}
 
 
 def _index_sizes(store: Store, counts: Mapping[str, int], threshold: int) -> list[dict[str, Any]]:
