@@ -49,10 +49,18 @@ class Llm:
 
 
 @dataclass(frozen=True)
+class Capture:
+    enabled: bool = True  # capture from the hooks (SessionEnd, PreCompact); by hand always works
+    min_messages: int = 4  # a session with fewer messages is skipped
+    max_details_chars: int = 4000  # kept under summarize_min_chars: rule 3.2 leaves it alone
+
+
+@dataclass(frozen=True)
 class Settings:
     consolidation: Consolidation = field(default_factory=Consolidation)
     schedule: Schedule = field(default_factory=Schedule)
     llm: Llm = field(default_factory=Llm)
+    capture: Capture = field(default_factory=Capture)
     teams: dict[str, str] = field(default_factory=dict)
     default_team: str = "team"
 
@@ -77,6 +85,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "index_overflow": (1, None),
     "max_calls_per_run": (0, None),
     "timeout_s": (0.1, 3600),
+    "min_messages": (0, None),
+    "max_details_chars": (500, 100_000),
 }
 
 
@@ -94,7 +104,7 @@ def load_settings(store_root: Path) -> Settings:
 
 def settings_from_dict(raw: dict[str, Any], path: object = "memcli.toml") -> Settings:
     """Build checked settings from parsed TOML; every wrong key raises ConfigError naming it."""
-    known = {"consolidation", "schedule", "llm", "teams"}
+    known = {"consolidation", "schedule", "llm", "teams", "capture"}
     for key in raw:
         if key not in known:
             raise ConfigError(f"{path}: unknown section [{key}] (known: {', '.join(sorted(known))})")
@@ -107,6 +117,7 @@ def settings_from_dict(raw: dict[str, Any], path: object = "memcli.toml") -> Set
         consolidation=_build(Consolidation, _section(raw, "consolidation", path), path),
         schedule=_build(Schedule, _section(raw, "schedule", path), path),
         llm=_build(Llm, _section(raw, "llm", path), path),
+        capture=_build(Capture, _section(raw, "capture", path), path),
         teams=teams_raw,
         default_team=default_team,
     )

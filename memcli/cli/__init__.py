@@ -17,6 +17,7 @@ def load_app() -> Any:
     from memcli.cli import runs, safety, store_cmds  # noqa: F401  (registers commands)
 
     from memcli.cli import integrations  # noqa: F401  # isort: skip  (last in --help)
+    from memcli.cli import capture_cmd  # noqa: F401  # isort: skip  (adds to `hook`)
     from memcli.cli.common import app
 
     return app

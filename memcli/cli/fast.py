@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 ROUTES: dict[tuple[str, ...], str] = {
     ("hook", "session-end"): "memcli.cli.hookmain:session_end",
+    ("hook", "pre-compact"): "memcli.cli.capturemain:pre_compact",
+    ("hook", "capture-background"): "memcli.cli.capturemain:capture_background",
 }
 _VALUE_OPTIONS = ("--store", "--wait")
 _FLAG_OPTIONS = ("--json", "--quiet")

@@ -44,16 +44,24 @@ def session_end_cmd(ctx: typer.Context) -> None:
 
 
 @hook_app.command("run-background", hidden=True)
-def run_background_cmd(ctx: typer.Context) -> None:
-    """Internal: the pass that `hook session-end` starts (session_end consolidation, then
-    tick), logging everything to ops/hook.log.
+def run_background_cmd(
+    ctx: typer.Context,
+    transcript: str = typer.Option(None, "--transcript", help="Capture this transcript first."),
+    session_id: str = typer.Option(None, "--session-id"),
+    reason: str = typer.Option(None, "--reason"),
+) -> None:
+    """Internal: the pass that `hook session-end` starts (capture of the transcript it names,
+    session_end consolidation, then tick), logging everything to ops/hook.log.
 
-    Example: memcli --store /abs/store hook run-background
+    Example: memcli --store /abs/store hook run-background --transcript /abs/session.jsonl
     """
     o = opts(ctx)
     root = Path(o.store or os.getcwd())
+    capture: dict[str, str | None] | None = None
+    if transcript:
+        capture = {"transcript_path": transcript, "session_id": session_id, "reason": reason}
     if is_store(root):
-        hooks.run_pass(root.resolve(), o.wait)
+        hooks.run_pass(root.resolve(), o.wait, capture)
 
 
 # ---------------------------------------------------------------- install claude

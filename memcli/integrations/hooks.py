@@ -220,17 +220,25 @@ def session_end(explicit: str | None, stream: IO[Any] | None, foreground: bool =
         log(root, f"session-end: {note}")
     log(root, f"session-end: session {clean(info.session_id or '-')} "
               f"(reason {clean(info.reason or '-')}); starting the session_end pass")
+    capture = {"transcript_path": info.transcript_path, "session_id": info.session_id,
+               "reason": info.reason} if info.transcript_path else None  # SPEC 12: captured first
     if foreground:
-        return HookReport(str(root), True, os.getpid(), True, run_pass(root, wait), notes)
+        return HookReport(str(root), True, os.getpid(), True, run_pass(root, wait, capture), notes)
+    if capture:
+        return HookReport(str(root), True, spawn_background(root, wait, capture), notes=notes)
     return HookReport(str(root), True, spawn_background(root, wait), notes=notes)
 
 
-def spawn_background(root: Path, wait: float) -> int:
+def spawn_background(root: Path, wait: float, capture: dict[str, str | None] | None = None) -> int:
     """Start `memcli hook run-background` detached: own session (the agent's exit or a
     Ctrl-C does not kill it), no terminal, stderr appended to the log, no inherited fds
     (Claude Code waits for the hook's output pipes to close)."""
     cmd = [sys.executable, "-m", "memcli", "--store", str(root), "--wait", f"{wait:g}",
            "hook", "run-background"]
+    if capture:
+        from memcli.integrations.capture_hook import field_args
+
+        cmd += field_args(capture)
     with open(_ensure_log(root), "ab") as err:
         child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                  stderr=err, cwd=root, start_new_session=True, close_fds=True)
@@ -242,9 +250,14 @@ def spawn_background(root: Path, wait: float) -> int:
 # ---------------------------------------------------------------- the background pass
 
 
-def run_pass(root: Path, wait: float) -> bool:
+def run_pass(root: Path, wait: float, capture: dict[str, str | None] | None = None) -> bool:
     """The session_end consolidation, then tick. Runs with nobody watching, so every
-    failure is caught and logged, and the tick runs even when the first pass failed."""
+    failure is caught and logged, and the tick runs even when the first pass failed.
+    When the hook named a transcript, the session is captured first (SPEC 12)."""
+    if capture:
+        from memcli.integrations.capture import capture_from_hook  # never raises
+
+        log(root, f"run-background: {capture_from_hook(root, capture, wait)}")
     first = _logged(root, "session_end pass", lambda: _session_end_run(root, wait))
     second = _logged(root, "tick", lambda: _tick(root, wait))
     log(root, f"run-background: done ({'ok' if first and second else 'with errors'})")

@@ -28,7 +28,7 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record background starts instead of starting processes from the test runner."""
     calls: list[Path] = []
 
-    def fake(root: Path, wait: float) -> int:
+    def fake(root: Path, wait: float, capture: Any = None) -> int:
         calls.append(root)
         return 4242
 
