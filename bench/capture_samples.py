@@ -678,6 +678,114 @@ def codex_session() -> tuple[str, list[Fact]]:
     ]
 
 
+# ---------------------------------------------------------------- held out
+# Written after the capture code was frozen and never used to change it: their recall is
+# reported on its own line in bench/RESULTS.md.
+
+def heldout_script_unicode() -> tuple[Transcript, list[Fact]]:
+    t = Transcript("4e5f6a7b-8c9d-4e0f-a1b2-c3d4e5f6a7b8", "/home/ines/reports", "main",
+                   "2026-11-22T15:03:11.000Z")
+    t.user("The nightly export script crashes since we added customers from Köln. Please make it "
+           "work and add a regression test.")
+    t.bash("python scripts/export.py --since 2026-11-01 --out /tmp/export.csv",
+           "Traceback (most recent call last):\n  File \"/home/ines/reports/scripts/export.py\", line 58, in "
+           "<module>\n    main()\n  File \"/home/ines/reports/scripts/export.py\", line 51, in main\n"
+           "    handle.write(row)\nUnicodeEncodeError: 'ascii' codec can't encode character '\\xf6' in "
+           "position 14: ordinal not in range(128)", exit_code=1)
+    t.read("/home/ines/reports/scripts/export.py", "def main():\n    with open(args.out, 'w') as handle:\n")
+    t.say("`open()` uses the locale's encoding, which is ASCII on the cron host (LANG is unset). The file "
+          "must be opened with `encoding=\"utf-8\"`.")
+    t.edit("/home/ines/reports/scripts/export.py", "open(args.out, 'w')", "open(args.out, 'w', encoding='utf-8')")
+    t.bash("LANG=C python scripts/export.py --since 2026-11-01 --out /tmp/export.csv", "wrote 1832 rows")
+    t.write("/home/ines/reports/tests/test_export.py", "def test_export_non_ascii(tmp_path, monkeypatch):\n"
+            "    monkeypatch.setenv('LANG', 'C')\n")
+    t.bash("python -m pytest -q tests/test_export.py", "..\n2 passed in 0.35s")
+    t.say("The export works again: it opened its output with the locale's encoding (ASCII on the cron host), "
+          "so 'Köln' crashed it. It now writes UTF-8 explicitly, and tests/test_export.py runs it under "
+          "LANG=C with a non-ASCII customer.")
+    t.end_turn(95_000)
+    return t, [
+        fact("request", "export script", "regression test"),
+        fact("command", "python scripts/export.py --since 2026-11-01"),
+        fact("file", "scripts/export.py"),
+        fact("file", "tests/test_export.py"),
+        fact("error", "UnicodeEncodeError", section=KL),
+        fact("fix", "UnicodeEncodeError", "scripts/export.py", section=KL),
+        fact("outcome", "UTF-8"),
+    ]
+
+
+def heldout_port_in_use() -> tuple[Transcript, list[Fact]]:
+    t = Transcript("7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d", "/home/tom/shop", "dev", "2026-11-22T18:20:00.000Z")
+    t.user("Start the local stack with docker compose and check that the API answers.")
+    t.bash("docker compose up -d", "[+] Running 2/3\n ✔ Container shop-redis-1  Started\n ✘ Container shop-db-1  "
+           "Error\nError response from daemon: driver failed programming external connectivity on endpoint "
+           "shop-db-1: Bind for 0.0.0.0:5432 failed: port is already allocated", exit_code=1)
+    t.bash("docker ps --format '{{.Names}} {{.Ports}}'", "legacy-postgres 0.0.0.0:5432->5432/tcp")
+    t.say("An old container, legacy-postgres, already holds port 5432.")
+    t.bash("docker stop legacy-postgres", "legacy-postgres")
+    t.bash("docker compose up -d", "[+] Running 3/3\n ✔ Container shop-db-1  Started\n ✔ Container shop-api-1  Started")
+    t.bash("curl -s localhost:8080/health", "{\"status\":\"ok\",\"db\":\"up\"}")
+    t.say("The stack is up and /health answers ok.")
+    t.end_turn(40_000)
+    t.user("Why was legacy-postgres running at all?")
+    t.say("It was started with `--restart unless-stopped`, so Docker brings it back after every reboot. "
+          "Remove it with `docker rm -f legacy-postgres` if nothing else needs it.")
+    t.end_turn(6_000)
+    return t, [
+        fact("request", "docker compose"),
+        fact("request", "legacy-postgres"),
+        fact("command", "docker stop legacy-postgres"),
+        fact("error", "port is already allocated", section=KL),
+        fact("fix", "port is already allocated", "docker stop legacy-postgres", section=KL),
+        fact("outcome", "unless-stopped"),
+    ]
+
+
+def heldout_codex_terraform() -> tuple[str, list[Fact]]:
+    sid = "019a5d3f-8e2c-7d4f-a031-6c7b8d9e0f1a"
+    out: list[dict[str, Any]] = []
+
+    def rec(kind: str, payload: dict[str, Any]) -> None:
+        out.append({"timestamp": f"2026-11-22T11:{len(out):02d}:00.000Z", "type": kind, "payload": payload})
+
+    rec("session_meta", {"id": sid, "cwd": "/home/li/infra", "cli_version": "0.64.1", "git": {"branch": "s3-logs"}})
+    ask = "terraform plan fails after I added access logging to the assets bucket. Fix main.tf."
+    rec("event_msg", {"type": "user_message", "message": ask})
+    rec("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": ask}]})
+    rec("response_item", {"type": "function_call", "name": "exec_command", "call_id": "e1",
+                          "arguments": json.dumps({"cmd": "terraform plan -no-color", "workdir": "/home/li/infra"})})
+    rec("response_item", {"type": "function_call_output", "call_id": "e1", "output":
+        "Exit code: 1\nWall time: 4.2 seconds\nOutput:\nError: Unsupported argument\n\n  on main.tf line 14, in "
+        "resource \"aws_s3_bucket\" \"assets\":\n  14:   logging {\n\nAn argument named \"logging\" is not expected "
+        "here. Use the aws_s3_bucket_logging resource instead."})
+    rec("event_msg", {"type": "agent_message", "message": "AWS provider v5 moved bucket logging to its own "
+                      "resource, aws_s3_bucket_logging."})
+    patch = ("*** Begin Patch\n*** Update File: main.tf\n@@\n-  logging {\n-    target_bucket = "
+             "aws_s3_bucket.logs.id\n-  }\n*** Add File: logging.tf\n+resource \"aws_s3_bucket_logging\" "
+             "\"assets\" {\n+}\n*** End Patch")
+    rec("response_item", {"type": "custom_tool_call", "call_id": "p1", "name": "apply_patch", "input": patch})
+    rec("response_item", {"type": "custom_tool_call_output", "call_id": "p1", "output": "Success."})
+    rec("response_item", {"type": "function_call", "name": "exec_command", "call_id": "e2",
+                          "arguments": json.dumps({"cmd": "terraform validate && terraform plan -no-color"})})
+    rec("response_item", {"type": "function_call_output", "call_id": "e2", "output":
+        "Exit code: 0\nOutput:\nSuccess! The configuration is valid.\nPlan: 1 to add, 1 to change, 0 to destroy."})
+    final = ("main.tf no longer sets `logging` inside aws_s3_bucket (removed in AWS provider v5); the new "
+             "logging.tf declares aws_s3_bucket_logging. terraform plan: 1 to add, 1 to change, 0 to destroy.")
+    rec("event_msg", {"type": "task_complete", "last_agent_message": final})
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in out), [
+        fact("request", "terraform plan", "main.tf"),
+        fact("command", "terraform plan"),
+        fact("file", "main.tf"),
+        fact("file", "logging.tf"),
+        fact("error", "Unsupported argument", section=KL),
+        fact("fix", "Unsupported argument", "main.tf", section=KL),
+        fact("outcome", "aws_s3_bucket_logging"),
+    ]
+
+
+HELD_OUT = ("heldout-script-unicode", "heldout-port-in-use", "heldout-codex-terraform")
+
 SESSIONS: dict[str, Callable[[], tuple[Any, list[Fact]]]] = {
     "fix-failing-test": fix_failing_test,
     "feature-across-files": feature_across_files,
@@ -691,6 +799,9 @@ SESSIONS: dict[str, Callable[[], tuple[Any, list[Fact]]]] = {
     "migration-with-secrets": migration_with_secrets,
     "slash-command-plan": slash_command_plan,
     "codex-data-race": codex_session,
+    "heldout-script-unicode": heldout_script_unicode,
+    "heldout-port-in-use": heldout_port_in_use,
+    "heldout-codex-terraform": heldout_codex_terraform,
 }
 
 

@@ -89,7 +89,7 @@ class Transcript:
                 "usage": {"input_tokens": 4, "cache_creation_input_tokens": 1200,
                           "cache_read_input_tokens": 15000, "output_tokens": 120}},
                 requestId=f"req_{mid[6:20]}")
-            self.tick(1.5)
+            self.tick(6)
 
     # ------------------------------------------------------------ the conversation
 
@@ -144,7 +144,7 @@ class Transcript:
         blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
         blocks.append({"type": "tool_use", "id": tid, "name": name, "input": args})
         self._assistant(blocks, side)
-        self.tick(2)
+        self.tick(9)
         block = {"tool_use_id": tid, "type": "tool_result", "content": output}
         if error:
             block["is_error"] = True

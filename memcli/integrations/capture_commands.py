@@ -30,6 +30,15 @@ _READONLY = frozenset({
     "test", "[", "realpath", "dirname", "basename", "ps", "id", "man", "history", "sed", "awk",
     "nl", "od", "xxd", "hexdump", "column", "tr", "readlink", "lsof", "env", "printenv", "sleep",
 })
+_SUB_READONLY = {
+    "docker": {"ps", "images", "logs", "inspect", "stats", "top", "version", "info", "port"},
+    "podman": {"ps", "images", "logs", "inspect"},
+    "kubectl": {"get", "describe", "logs", "top", "explain", "version", "events"},
+    "systemctl": {"status", "is-active", "list-units", "show"},
+    "npm": {"ls", "view", "outdated", "list"}, "pip": {"list", "show", "freeze"},
+    "pip3": {"list", "show", "freeze"}, "brew": {"list", "info"}, "cargo": {"tree", "metadata"},
+    "go": {"env", "version", "list"},
+}
 _GIT_READONLY = frozenset({"status", "diff", "log", "show", "branch", "remote", "rev-parse", "blame",
                            "ls-files", "grep", "describe", "fetch", "shortlog", "reflog", "config"})
 _TEST_PROGRAMS = frozenset({"pytest", "py.test", "tox", "nox", "jest", "vitest", "mocha", "ava",
@@ -59,17 +68,23 @@ def _words(segment: str) -> list[str]:
     return segment.replace("'", " ").replace('"', " ").split()
 
 
-def _main_segment(command: str) -> list[str]:
-    """The words of the part of a command line that does the work: `cd x && pytest -q | tail`
-    is `pytest -q`."""
+def _segments(command: str) -> list[list[str]]:
+    """The words of each part of a command line that does work: `cd x && pytest -q | tail;
+    make` is `pytest -q` then `make`."""
     line = command.strip().splitlines()[0] if command.strip() else ""
+    found = []
     for segment in _SPLIT.split(line):
         words = _words(segment.split("|")[0])
         while words and (_ASSIGN.match(words[0]) or words[0] in _WRAPPERS):
             words = words[1:]
         if words and words[0] not in ("cd", "export", "source", ".", "set", "pushd", "popd", "unset"):
-            return words
-    return []
+            found.append(words)
+    return found
+
+
+def _main_segment(command: str) -> list[str]:
+    segments = _segments(command)
+    return segments[0] if segments else []
 
 
 def _program(word: str) -> str:
@@ -80,7 +95,16 @@ def _program(word: str) -> str:
 def command_key(command: str) -> str:
     """What a command is, for matching a failure with a later success: the program, plus its
     subcommand or script (`pytest`, `git commit`, `npm run build`, `python manage.py`)."""
-    words = _main_segment(command)
+    return _key_of(_main_segment(command))
+
+
+def command_keys(command: str) -> list[str]:
+    """The key of every part of a command line (`terraform validate && terraform plan`): a
+    passing line passed each of them."""
+    return [key for key in (_key_of(words) for words in _segments(command)) if key]
+
+
+def _key_of(words: list[str]) -> str:
     while words:
         program = _program(words[0])
         rest = words[1:]
@@ -122,6 +146,8 @@ def command_kind(key: str) -> str:
         return "vcs"
     if program == "git" and (not sub or sub in _GIT_READONLY):
         return "readonly"
+    if sub in _SUB_READONLY.get(program, ()):
+        return "readonly"
     if sub in _INSTALL_SUBS and program in _SUBCOMMANDS:
         return "install"
     if program in _READONLY:
@@ -142,7 +168,7 @@ _ERROR_LINES: tuple[tuple[re.Pattern[str], bool], ...] = (
     (re.compile(r"^E {2,}\S.*(?:Error|Exception|assert)", re.I), False),  # pytest's E lines
     (re.compile(r"^\S*(?:[A-Z]\w*(?:Error|Exception|Failure|Interrupt)|Error)\b(?::|\(| \[).*"), True),
     (re.compile(r"\berror(?:\[[A-Z]*\d+\])?(?: TS\d+)?:", re.I), False),  # rustc, tsc, gcc, go
-    (re.compile(r"^(?:fatal|panic|FATAL|ERROR|error)\b|^(?:npm )?ERR!"), False),
+    (re.compile(r"^(?:fatal|panic|FATAL|ERROR|error|Error)\b|^(?:npm )?ERR!"), False),
     (re.compile(r"\b(?:FAIL|FAILED|Failed)\b"), False),
     (re.compile(r"(?i)\b(?:no such file|not found|permission denied|cannot|can't|could not|"
                 r"unable to|refused|timed out|undefined|unknown|invalid)\b"), False),

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memcli.integrations import capture_commands as cmds
 from memcli.integrations.capture_session import ErrorEvent, Request, Session
 from memcli.secrets import redact
 
@@ -230,10 +231,14 @@ class _Renderer:
         return prefix + clip(one_line(self.m(req.text)), REQUEST_CHARS) + suffix
 
     def _answer(self, out: Section, req: Request, priority: int) -> None:
-        """A turn with no tool call is a question answered: keep the gist of the answer (the
-        last one is the Outcome's final answer)."""
-        if req.answer and req.tools == 0 and req is not self.s.last_request:
+        """The gist of how the agent closed each request's turn (the last one is the
+        Outcome's final answer): a question's answer, or a piece of work's result."""
+        if not req.answer or req is self.s.last_request:
+            return
+        if req.tools == 0:
             out.add("   Answer: " + gist(self.m(req.answer), 300), priority)
+        else:
+            out.add("   Result: " + gist(self.m(req.answer), 200), priority + 2)
 
     def _files(self, out: Section) -> None:
         files = list(self.s.files.values())
@@ -246,12 +251,12 @@ class _Renderer:
             out.add(f"- {self.path(change.path)} ({ops}{who})", 2 if not change.delegated else 3, "files")
 
     def _commands(self, out: Section) -> None:
-        commands = [c for c in self.s.commands.values()]
+        commands = list(self.s.commands.values())
         if not commands:
             return
-        distinct = len(self.s.commands)
-        out.add(f"Commands run ({self.s.command_runs} run{'s' if self.s.command_runs != 1 else ''}, "
-                f"{distinct} distinct):", 1)
+        distinct = sum(1 for c in commands if c.count)
+        runs = self.s.command_runs
+        out.add(f"Commands run ({runs} run{'s' if runs != 1 else ''}, {distinct} distinct):", 1)
         for entry in sorted(commands, key=lambda c: c.step):
             notes = []
             if entry.count > 1:
@@ -356,7 +361,8 @@ class _Renderer:
         return [f"{self.cmd(text)} {'passed' if ok else 'failed'}" for _, text, ok in ordered]
 
     def _passed_later(self, error: ErrorEvent) -> bool:
-        return any(c.key == error.key and c.last_ok and c.step > error.step for c in self.s.commands.values())
+        return any(c.last_ok and c.step > error.step and error.key in cmds.command_keys(c.text)
+                   for c in self.s.commands.values())
 
     def _span(self) -> str:
         start, end = _time(self.s.started), _time(self.s.ended)

@@ -65,7 +65,7 @@ class Request:
     text: str
     at: str | None
     kind: str = "prompt"  # prompt, command, feedback, queued
-    answer: str = ""  # the agent's last text in this request's turn
+    answer: str = ""  # the agent's last text in this request's turn, after its last tool call
     tools: int = 0  # tool calls made in the turn
     interrupted: bool = False
 
@@ -362,6 +362,7 @@ class SessionBuilder:
         s.tool_counts[tool if len(s.tool_counts) < 100 or tool in s.tool_counts else "other"] += 1
         if self._turn is not None and not sidechain:
             self._turn.tools += 1
+            self._turn.answer = ""  # a text before a tool call is not how the turn ended
         if low.startswith("mcp__"):
             _add_small(s.mcp_servers, low.split("__")[1] if low.count("__") >= 2 else low[5:], 10)
         pending = self._classify(tool, low, args, sidechain)
@@ -531,8 +532,9 @@ class SessionBuilder:
         """A command passed: it resolves the open errors of the same command, and any other
         command that changes something counts as part of their fix."""
         still: list[ErrorEvent] = []
+        keys = set(cmds.command_keys(text)) | {key}
         for error in self._open:
-            if error.key == key and error.delegated == delegated:
+            if error.key in keys and error.delegated == delegated:
                 error.resolved_by = text
                 self._diagnosed(error)
                 continue

@@ -112,3 +112,22 @@ def test_the_readme_shows_a_real_capture(store: Path) -> None:
     assert code == 0
     for key in ("type", "subtype", "scope", "scope_id", "tags", "created_by", "content", "source"):
         assert shown[key] == record[key], key
+    details = re.search(r"<!-- capture-details:begin -->\n```markdown\n(.*?)\n```\n<!-- capture-details:end -->",
+                        readme, re.DOTALL)
+    assert details and details.group(1) == record["content"]["details"]
+
+
+def test_the_readmes_minimal_jsonl_shape_is_captured(store: Path, tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- capture-jsonl:begin -->\n```jsonl\n(.*?)\n```\n<!-- capture-jsonl:end -->",
+                      readme, re.DOTALL)
+    assert match, "the README's minimal JSONL example is missing"
+    path = tmp_path / "other-harness.jsonl"
+    path.write_text(match.group(1) + "\n")
+    code, out, _ = run(store, "--json", "capture", str(path), "--dry-run")
+    record = json.loads(out)["record"]
+    details = record["content"]["details"]
+    assert code == 0 and record["source"] == {"kind": "jsonl", "session_id": "s-42", "messages": 6}
+    assert record["content"]["summary"] == "Fix the failing test"
+    assert "`pytest -q` (failed 1)" in details and "src/a.py (edited)" in details
+    assert "AssertionError" in details and "the parser keeps the time zone" in details

@@ -168,6 +168,14 @@ def test_same_failure_again_is_one_error_a_different_one_moves_it_on(tmp_path: P
     assert second.resolved_by == "pytest" and second.fix_files == ["/w/b.py"]
 
 
+def test_a_compound_command_that_passes_resolves_the_error_of_its_part(tmp_path: Path) -> None:
+    t = Transcript("s", "/w", "", "2026-11-20T10:00:00.000Z")
+    t.user("x").bash("terraform plan", "Error: Unsupported argument", exit_code=1)
+    t.edit("/w/main.tf", "a", "b").bash("docker ps", "ok").bash("terraform validate && terraform plan", "ok")
+    [error] = session_of(tmp_path, t.jsonl()).errors
+    assert error.resolved_by == "terraform validate && terraform plan" and error.fix_commands == []
+
+
 def test_readonly_failures_are_not_errors(tmp_path: Path) -> None:
     t = Transcript("s", "/w", "", "2026-11-20T10:00:00.000Z")
     t.user("x").bash("grep -rn nothing src", "", exit_code=1).bash("ls missing", "No such file", exit_code=2)
