@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memcli.integrations import capture_commands as cmds
+from memcli.integrations.capture_errors import ErrorEvent, ErrorTracker
 
 # Caps. Each bounds memory, not quality: a memory shows far fewer than these.
 MAX_TEXT = 4000  # a request or an answer, as kept (rendering clips far shorter)
@@ -35,9 +36,6 @@ MAX_HEAD_REQUESTS = 40  # the first requests kept ...
 MAX_TAIL_REQUESTS = 10  # ... and the last ones
 MAX_COMMANDS = 400  # distinct commands
 MAX_FILES = 400  # distinct files changed
-MAX_ERRORS = 60
-MAX_OPEN_ERRORS = 20  # errors still waiting for what fixes them
-MAX_FIX_ITEMS = 6  # files or commands recorded as the fix of one error
 MAX_PENDING = 2000  # tool calls waiting for their result
 MAX_SUBAGENTS = 30
 MAX_SMALL = 20  # commits, pull requests, web lookups, models, session ids...
@@ -91,24 +89,6 @@ class FileChange:
     count: int = 0
     delegated: bool = False
     step: int = 0
-
-
-@dataclass
-class ErrorEvent:
-    """A command (or tool) that failed, and what happened next."""
-
-    step: int
-    tool: str
-    command: str  # the command line or the tool's target
-    key: str
-    excerpt: str  # the output line that names the error
-    delegated: bool = False
-    repeats: int = 0  # the same failure again, before anything fixed it
-    diagnosis: str = ""  # the agent's first words after the failure
-    fix_files: list[str] = field(default_factory=list)
-    fix_commands: list[str] = field(default_factory=list)
-    resolved_by: str | None = None  # the later run of the same command that passed
-    changed_to: str | None = None  # the same command failed differently next (a step forward)
 
 
 @dataclass
@@ -213,25 +193,15 @@ MAX_LEARNED = 20_000  # lines shown to the masker per capture, at most
 Learn = Callable[[str], object]
 
 
-class SessionBuilder:
-    """Turns transcript events into a `Session`, in bounded memory. `learn`, when given, is
-    shown every line of the transcript's texts that may hold a secret (see SECRET_HINT)."""
+class SecretLearner:
+    """Shows the masker every line of the transcript's texts that may hold a secret."""
 
-    def __init__(self, kind: str = "jsonl", learn: Learn | None = None) -> None:
-        self.session = Session(kind=kind)
+    def __init__(self, learn: Learn | None) -> None:
         self._learn = learn
         self._learned = 0
         self._seen: set[str] = set()  # lines already shown
-        self.step = 0
-        self._pending: dict[str, Pending] = {}
-        self._open: list[ErrorEvent] = []  # errors waiting for a fix, oldest first
-        self._undiagnosed: list[ErrorEvent] = []
-        self._turn: Request | None = None
-        self._tasks: dict[str, SubAgent] = {}
 
-    # ------------------------------------------------------------ secrets
-
-    def learn(self, text: str) -> None:
+    def __call__(self, text: str) -> None:
         """Show the masker the lines of `text` (its head and tail, if huge) that may hold a secret."""
         if self._learn is None or not text or self._learned >= MAX_LEARNED:
             return
@@ -257,16 +227,31 @@ class SessionBuilder:
             if self._learned >= MAX_LEARNED:
                 return
 
-    def _learn_args(self, args: dict[str, Any]) -> None:
+    def args(self, args: dict[str, Any]) -> None:
+        """The string values of a tool call's arguments (and of its lists of edits)."""
         for value in args.values():
             if isinstance(value, str):
-                self.learn(value)
+                self(value)
             elif isinstance(value, list):
                 for item in value[:50]:
                     if isinstance(item, str):
-                        self.learn(item)
+                        self(item)
                     elif isinstance(item, dict):
-                        self._learn_args(item)
+                        self.args(item)
+
+
+class SessionBuilder:
+    """Turns transcript events into a `Session`, in bounded memory. `learn`, when given, is
+    shown every line of the transcript's texts that may hold a secret (see SECRET_HINT)."""
+
+    def __init__(self, kind: str = "jsonl", learn: Learn | None = None) -> None:
+        self.session = Session(kind=kind)
+        self.learn = SecretLearner(learn)
+        self.errors = ErrorTracker(self.session.errors)
+        self.step = 0
+        self._pending: dict[str, Pending] = {}
+        self._turn: Request | None = None
+        self._tasks: dict[str, SubAgent] = {}
 
     # ------------------------------------------------------------ context
 
@@ -313,9 +298,10 @@ class SessionBuilder:
         text = text.strip()
         if not text:
             return
+        self.learn(text)
         self.step += 1
         s = self.session
-        self._undiagnosed = [e for e in self._undiagnosed if e.delegated]  # a new turn: not about them
+        self.errors.new_turn()
         req = Request(clip(text, MAX_TEXT), at, kind)
         s.request_count += 1
         if len(s.requests) < MAX_HEAD_REQUESTS:
@@ -334,11 +320,7 @@ class SessionBuilder:
             return
         self.learn(text)
         self.step += 1
-        if self._undiagnosed:
-            for error in self._undiagnosed:
-                if error.delegated == sidechain:
-                    error.diagnosis = clip(text, 1500)
-            self._undiagnosed = [e for e in self._undiagnosed if e.delegated != sidechain]
+        self.errors.text(text, sidechain)
         if sidechain:
             return
         self.session.last_text = clip(text, MAX_TEXT)
@@ -354,7 +336,7 @@ class SessionBuilder:
     def tool_call(self, call_id: str | None, name: str, args: dict[str, Any],
                   sidechain: bool = False) -> None:
         """The agent called a tool. Its result (if any) comes later through `tool_result`."""
-        self._learn_args(args)
+        self.learn.args(args)
         self.step += 1
         s = self.session
         tool = name.strip() or "tool"
@@ -365,7 +347,7 @@ class SessionBuilder:
             self._turn.answer = ""  # a text before a tool call is not how the turn ended
         if low.startswith("mcp__"):
             _add_small(s.mcp_servers, low.split("__")[1] if low.count("__") >= 2 else low[5:], 10)
-        pending = self._classify(tool, low, args, sidechain)
+        pending = classify(tool, low, args, self.step, sidechain)
         if pending.category == "write":
             for op, path in pending.changes:
                 self.file_changed(path, op, sidechain)
@@ -385,29 +367,6 @@ class SessionBuilder:
             self._pending[call_id] = pending
         elif pending.category == "command":
             self._command_done(pending, None, "")  # no result will come: count the run
-
-    def _classify(self, tool: str, low: str, args: dict[str, Any], sidechain: bool) -> Pending:
-        if low in COMMAND_TOOLS or (low.endswith("shell") and "command" in args):
-            return Pending(tool, "command", command_text(args), self.step, sidechain)
-        if low in WRITE_TOOLS:
-            changes = patch_ops(args) if low == "apply_patch" else [(WRITE_TOOLS[low], file_path(args))]
-            changes = [(op, path) for op, path in changes if path]
-            target = changes[0][1] if changes else ""
-            return Pending(tool, "write" if changes else "other", target, self.step, sidechain, changes)
-        if low in READ_TOOLS:
-            return Pending(tool, "read", file_path(args), self.step, sidechain)
-        if low in TASK_TOOLS:
-            return Pending(tool, "task", str(args.get("description") or ""), self.step, sidechain)
-        if low in TODO_TOOLS:
-            return Pending(tool, "todo", "", self.step, sidechain)
-        if low in WEB_TOOLS:
-            target = args.get("url") or args.get("query") or args.get("q") or ""
-            return Pending(tool, "web", str(target), self.step, sidechain)
-        if low == "exitplanmode":
-            return Pending(tool, "plan", "", self.step, sidechain)
-        target = next((str(args[k]) for k in ("command", "path", "file_path", "url", "query", "name")
-                       if isinstance(args.get(k), str)), "")
-        return Pending(tool, "other", target, self.step, sidechain)
 
     def has_pending(self, call_id: str) -> bool:
         return call_id in self._pending
@@ -438,7 +397,9 @@ class SessionBuilder:
             if pending.tool.lower() in QUIET_FAILURE_TOOLS or pending.category == "task":
                 self.session.quiet_failures += 1
             else:
-                self._error(pending, pending.target or pending.tool, output)
+                target = pending.target or pending.tool
+                self.errors.failed(pending.step, pending.tool, clip(target, MAX_COMMAND),
+                                   f"{pending.tool}:{target}", output, pending.delegated)
 
     def _refused(self, pending: Pending) -> None:
         if pending.category == "write":
@@ -484,13 +445,13 @@ class SessionBuilder:
                 entry.failures += 0 if ok else 1
         if ok is False:
             if kind != "readonly":  # grep finding nothing, `test -f`: not errors
-                self._error(pending, text, output, key)
+                self.errors.failed(pending.step, pending.tool, text, key, output, pending.delegated)
             return
         if ok is None:
             return
         if not pending.delegated:
             self._vcs(text, output)
-        self._progress(text, key, kind, pending.delegated)
+        self.errors.passed(text, key, kind, pending.delegated)
 
     def _vcs(self, text: str, output: str) -> None:
         """Commits, pushes and pull requests a passing command made (anywhere in its line)."""
@@ -502,51 +463,6 @@ class SessionBuilder:
             s.pushes += 1
         if "pr" in steps:
             _add_small(s.pull_requests, cmds.pull_request_url(output))
-
-    # ------------------------------------------------------------ errors and their fixes
-
-    def _error(self, pending: Pending, target: str, output: str, key: str | None = None) -> None:
-        s = self.session
-        key = key if key is not None else f"{pending.tool}:{target}"
-        excerpt = clip(cmds.error_line(output), 1000)
-        s.error_count += 1
-        for error in self._open:
-            if error.key == key and error.delegated == pending.delegated:
-                if error.excerpt == excerpt:
-                    error.repeats += 1  # the same failure again: still the same error
-                    return
-                error.changed_to = excerpt  # what was done since moved it on to another error
-                self._open.remove(error)
-                self._diagnosed(error)
-                break
-        error = ErrorEvent(pending.step, pending.tool, clip(target, MAX_COMMAND), key, excerpt,
-                           pending.delegated)
-        if len(s.errors) < MAX_ERRORS:
-            s.errors.append(error)
-            self._open.append(error)
-            if len(self._open) > MAX_OPEN_ERRORS:
-                self._open.pop(0)
-            self._undiagnosed.append(error)
-
-    def _progress(self, text: str, key: str, kind: str, delegated: bool) -> None:
-        """A command passed: it resolves the open errors of the same command, and any other
-        command that changes something counts as part of their fix."""
-        still: list[ErrorEvent] = []
-        keys = set(cmds.command_keys(text)) | {key}
-        for error in self._open:
-            if error.key in keys and error.delegated == delegated:
-                error.resolved_by = text
-                self._diagnosed(error)
-                continue
-            if kind in ("other", "install", "vcs", "build") and "commit" not in cmds.vcs_steps(text) and \
-                    len(error.fix_commands) < MAX_FIX_ITEMS and text not in error.fix_commands:
-                error.fix_commands.append(text)
-            still.append(error)
-        self._open = still
-
-    def _diagnosed(self, error: ErrorEvent) -> None:
-        """An error that is settled waits for no diagnosis: a later text is about other things."""
-        self._undiagnosed = [e for e in self._undiagnosed if e is not error]
 
     def file_changed(self, path: str, op: str, sidechain: bool = False) -> None:
         path = path.strip()
@@ -562,10 +478,7 @@ class SessionBuilder:
         change.delegated = change.delegated and sidechain
         if op not in change.ops:
             change.ops.append(op)
-        for error in self._open:
-            if error.delegated == sidechain and path not in error.fix_files \
-                    and len(error.fix_files) < MAX_FIX_ITEMS:
-                error.fix_files.append(path)
+        self.errors.file_changed(path, sidechain)
 
     def _unchange(self, changes: list[tuple[str, str]]) -> None:
         """A file tool call that failed changed nothing: take back what its call recorded."""
@@ -576,9 +489,7 @@ class SessionBuilder:
             change.count -= 1
             if change.count <= 0:
                 del self.session.files[change.path]
-                for error in self._open:
-                    if change.path in error.fix_files:
-                        error.fix_files.remove(change.path)
+                self.errors.file_unchanged(change.path)
 
     # ------------------------------------------------------------ sub-agents, todos
 
@@ -614,10 +525,36 @@ class SessionBuilder:
     def finish(self, end_reason: str | None = None) -> Session:
         """The digest, once every record was read."""
         self.session.end_reason = end_reason
+        self.session.error_count = self.errors.count
         return self.session
 
 
 # ---------------------------------------------------------------- tool arguments
+
+
+def classify(tool: str, low: str, args: dict[str, Any], step: int, sidechain: bool) -> Pending:
+    """What a tool call is: a command, a file change, a read, a sub-agent, a todo list, ..."""
+    if low in COMMAND_TOOLS or (low.endswith("shell") and "command" in args):
+        return Pending(tool, "command", command_text(args), step, sidechain)
+    if low in WRITE_TOOLS:
+        changes = patch_ops(args) if low == "apply_patch" else [(WRITE_TOOLS[low], file_path(args))]
+        changes = [(op, path) for op, path in changes if path]
+        target = changes[0][1] if changes else ""
+        return Pending(tool, "write" if changes else "other", target, step, sidechain, changes)
+    if low in READ_TOOLS:
+        return Pending(tool, "read", file_path(args), step, sidechain)
+    if low in TASK_TOOLS:
+        return Pending(tool, "task", str(args.get("description") or ""), step, sidechain)
+    if low in TODO_TOOLS:
+        return Pending(tool, "todo", "", step, sidechain)
+    if low in WEB_TOOLS:
+        target = args.get("url") or args.get("query") or args.get("q") or ""
+        return Pending(tool, "web", str(target), step, sidechain)
+    if low == "exitplanmode":
+        return Pending(tool, "plan", "", step, sidechain)
+    target = next((str(args[k]) for k in ("command", "path", "file_path", "url", "query", "name")
+                   if isinstance(args.get(k), str)), "")
+    return Pending(tool, "other", target, step, sidechain)
 
 
 def command_text(args: dict[str, Any]) -> str:
@@ -661,7 +598,7 @@ def patch_ops(args: dict[str, Any] | str) -> list[tuple[str, str]]:
         if line.startswith("*** ") and " File: " in line:
             verb = line[4:].split(" ", 1)[0]
             path = line.split(" File: ", 1)[1].strip()
-            if verb in _PATCH_OPS and path and len(found) < MAX_FIX_ITEMS * 10:
+            if verb in _PATCH_OPS and path and len(found) < 60:
                 found.append((_PATCH_OPS[verb], path))
         elif line.startswith("*** Move to: "):
             found.append(("created", line[len("*** Move to: "):].strip()))
