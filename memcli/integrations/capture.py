@@ -134,18 +134,19 @@ def capture_transcript(store: Store, path: Path, *, agent: str | None = None, ll
         result.reason = (f"{session.messages} message(s), fewer than [capture] min_messages "
                          f"({cfg.min_messages})")
         return result
+    moment = now()
+    folder = store.folder("agent", agent)
+    source = {"kind": session.kind, "session_id": ids[0], "messages": session.messages}
+    existing = _find_session_memory(store, folder, ids)  # looked for again under the lock
+    if existing is not None and _kept_as_is(store, existing, source, moment, result):
+        return result  # before any rendering or LLM call: nothing would be written
     rendered = capture_render.render(session, lambda t: mask_for_store(masker, t), cfg.max_details_chars,
                                      agent)
     result.method = "extractive"
     if _llm_wanted(store, llm):
         rendered.details, result.method = _llm_details(store, session, masker, rendered.details, llm,
                                                        result.notes)
-    moment = now()
-    folder = store.folder("agent", agent)
-    source = {"kind": session.kind, "session_id": ids[0],
-              "messages": session.messages}
     if dry_run:
-        existing = _find_session_memory(store, folder, ids)
         planned = _planned_record(store, folder, existing, rendered, source, agent, moment, ids[0])
         result.action = "would_update" if existing is not None else "would_create"
         result.memory_id, result.record = planned["id"], planned
@@ -271,26 +272,15 @@ def _new_id(store: Store, folder: Folder, moment: dt.datetime, seed: str) -> str
 def _write(store: Store, folder: Folder, ids: list[str], rendered: capture_render.Rendered,
            source: dict[str, Any], agent: str, moment: dt.datetime, result: CaptureResult) -> CaptureResult:
     """Under the lock: find the session's memory, and create or update it as a logged run."""
-    from memcli.consolidate import engine, rules
+    from memcli.consolidate import engine
 
     existing = _find_session_memory(store, folder, ids)
+    if existing is not None and _kept_as_is(store, existing, source, moment, result):
+        return result
     data = _planned_record(store, folder, existing, rendered, source, agent, moment, ids[0])
     result.memory_id = str(data["id"])
     if existing is not None:
         result.path = store.rel(existing.path)
-        old_source = existing.data.get("source")
-        old_source = old_source if isinstance(old_source, dict) else {}
-        reason = rules.protection_reason(existing, moment, dataclasses.replace(
-            store.settings.consolidation, min_age_days=0))
-        if reason:
-            result.action = "protected"
-            result.reason = f"{existing.id} is protected ({reason}); left as it is"
-            return result
-        if int(old_source.get("messages") or 0) > int(source["messages"]):
-            result.action = "unchanged"
-            result.reason = (f"{existing.id} was captured from a longer transcript "
-                             f"({old_source.get('messages')} messages); left as it is")
-            return result
         if {**data, "updated_at": existing.data.get("updated_at")} == existing.data:
             result.action, result.reason = "unchanged", f"{existing.id} already holds this capture"
             return result
@@ -312,6 +302,33 @@ def _write(store: Store, folder: Folder, ids: list[str], rendered: capture_rende
     if not any(a.get("type") == "capture" for a in outcome.actions):
         result.action, result.reason = "skipped", f"{result.path} changed while it was being captured"
     return result
+
+
+def _kept_as_is(store: Store, existing: Memory, source: dict[str, Any], moment: dt.datetime,
+                result: CaptureResult) -> bool:
+    """True (and the result says why) when the session's memory must not be rewritten: a
+    person protected it, or it was made from as many messages or more (the same transcript
+    again, or a longer one than this)."""
+    from memcli.consolidate import rules
+
+    result.memory_id, result.path = existing.id, store.rel(existing.path)
+    reason = rules.protection_reason(existing, moment, dataclasses.replace(
+        store.settings.consolidation, min_age_days=0))
+    if reason:
+        result.action, result.reason = "protected", f"{existing.id} is protected ({reason}); left as it is"
+        return True
+    found = existing.data.get("source")
+    old = int((found if isinstance(found, dict) else {}).get("messages") or 0)
+    if old > int(source["messages"]):
+        result.action = "unchanged"
+        result.reason = f"{existing.id} was captured from a longer transcript ({old} messages); left as it is"
+        return True
+    if old == int(source["messages"]):
+        result.action = "unchanged"
+        result.reason = f"{existing.id} already holds a capture of these {old} messages"
+        return True
+    result.memory_id = result.path = None
+    return False
 
 
 def _live_count(store: Store) -> int:

@@ -413,6 +413,15 @@ def test_the_llm_writes_the_memory_when_on(store: Path, tmp_path: Path, server: 
     assert log.read_entries(store)[0]["actions"][0]["method"] == "llm"
 
 
+def test_the_same_transcript_again_makes_no_llm_call(store: Path, tmp_path: Path, server: FakeAnthropic) -> None:
+    server.push_text(LLM_TEXT)
+    path = write(tmp_path, session())
+    assert run(store, path, llm=True).method == "llm"
+    again = run(store, path, llm=True)
+    assert again.action == "unchanged" and "already holds a capture of these" in again.reason
+    assert len(server.requests) == 1
+
+
 def test_the_llm_setting_turns_it_on(store: Path, tmp_path: Path, server: FakeAnthropic) -> None:
     (store / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\n[llm]\nenabled = true\n")
     server.push_text(LLM_TEXT)
