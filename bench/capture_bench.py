@@ -265,7 +265,10 @@ def report(rec: dict[str, Any], spd: dict[str, Any]) -> str:
     target = "PASS" if kept / total >= 0.9 else "MISS"
     found = rec["secrets_found"]
     where = f" ({'; '.join(found)})" if found else ""
-    lines += ["", f"Target >= 90% extractive: **{target}** ({kept / total:.1%}).",
+    lines += ["", f"Target >= 90% extractive: **{target}** ({kept / total:.1%}). How to read it: a fact is a "
+              "presence check, and the sessions and their facts were written by the author of the "
+              "heuristics; the figure says the memories hold what they must on these sessions, not how "
+              "often a statement in a memory is wrong (reading the memories, one was: see above).",
               f"Secrets: {rec['planted']} planted in `migration-with-secrets` (a prompt, `env` output, a "
               "connection error, the agent's answer, an edit); found in the store's files after its "
               f"capture: **{len(found)}**{where}.", ""]
@@ -294,8 +297,12 @@ def report(rec: dict[str, Any], spd: dict[str, Any]) -> str:
         f"| peak RSS, `memcli capture` on {big_mb:.0f} MB (the same turns repeated), in "
         f"{spd['big_wall']:.1f} s | {spd['big_rss'] / 1024:.0f} MB |",
         f"| peak RSS, importing memcli only | {spd['base_rss'] / 1024:.0f} MB |", "",
-        f"Target: capture of a 10 MB transcript < 1 s: **{verdict}** ({spd['capture']:.2f} s in process, "
-        f"{spd['process']:.2f} s as a whole process). Memory stays flat as the transcript grows: the "
+        f"Target: capture of a 10 MB transcript < 1 s: **{verdict}** ({spd['capture']:.2f} s in process). "
+        f"Stricter reading, for the record: the whole `memcli capture` process, Python start-up and the "
+        f"CLI's imports included, took {spd['process']:.2f} s (a process that only imports memcli: "
+        f"{spd['base_wall']:.2f} s on this loaded machine). About half of the in-process time is "
+        "showing the masker every line that may hold a secret, so that a secret seen in context "
+        "anywhere is masked wherever it reappears. Memory stays flat as the transcript grows: the "
         "file is read in 1 MiB chunks and every list the digest keeps is capped.",
         END]
     return "\n".join(lines) + "\n"

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memcli.integrations import capture_commands as cmds
-from memcli.integrations.capture_session import ErrorEvent, Request, Session
+from memcli.integrations.capture_errors import ErrorEvent
+from memcli.integrations.capture_session import Request, Session
 from memcli.secrets import redact
 
 HEADINGS = ("What happened", "Who was involved", "Outcome", "Key learnings")
