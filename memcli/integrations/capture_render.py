@@ -120,11 +120,26 @@ def fit(sections: dict[str, Section], max_chars: int) -> str:
             return text
         victim = _least_important(sections)
         if victim is None:
-            return clip(text, max_chars - 1)
+            return _shorten(sections, dropped, max_chars)
         section, line = victim
         section.lines.remove(line)
         if line.group:
             dropped[line.group] = dropped.get(line.group, 0) + 1
+
+
+def _shorten(sections: dict[str, Section], dropped: dict[str, int], max_chars: int) -> str:
+    """Only lines that must stay are left and they are still too long: cut the longest ones
+    (a tight `max_details_chars`), so that every section keeps its heading and its start."""
+    while True:
+        text = _render(sections, dropped)
+        excess = len(text) - max_chars + 1
+        if excess <= 0:
+            return text
+        longest = max((line for sec in sections.values() for line in sec.lines), key=lambda ln: len(ln.text),
+                      default=None)
+        if longest is None or len(longest.text) <= 40:
+            return clip(text, max_chars - 1)
+        longest.text = clip(longest.text, max(40, len(longest.text) - excess))
 
 
 def _least_important(sections: dict[str, Section]) -> tuple[Section, Line] | None:

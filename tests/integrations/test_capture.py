@@ -116,6 +116,14 @@ def test_details_are_capped_and_say_what_they_left_out(store: Path, tmp_path: Pa
     assert "more" in details and "Fix the failing date test" in details and "src/dates.py" in details
 
 
+def test_the_smallest_details_cap_keeps_the_four_sections(store: Path, tmp_path: Path) -> None:
+    (store / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\n[capture]\nmax_details_chars = 500\n")
+    run(store, write(tmp_path, capture_samples.long_session()[0]))
+    details = memories(store)[0]["content"]["details"]
+    assert len(details) < 500 and [h for h in HEADINGS if h in details] == HEADINGS
+    assert "Add rate limiting" in details  # the first request is the last thing to go
+
+
 # ---------------------------------------------------------------- one memory per session
 
 
