@@ -23,6 +23,8 @@ ROUTES: dict[tuple[str, ...], str] = {
     ("recall",): "memcli.cli.recallmain:recall",
     ("hook",): "memcli.cli.hookmain:unknown_hook",  # any other hook: exit 0 (hooks fail open)
     ("tick",): "memcli.cli.tickmain:tick",
+    ("hook", "pre-compact"): "memcli.cli.capturemain:pre_compact",
+    ("hook", "capture-background"): "memcli.cli.capturemain:capture_background",
 }
 _VALUE_OPTIONS = ("--store", "--wait")
 _FLAG_OPTIONS = ("--json", "--quiet")

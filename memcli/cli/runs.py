@@ -182,7 +182,7 @@ _DID = (("memories_merged", "merged"), ("memories_summarized", "summarised"),
 def _did(entry: dict[str, Any]) -> str:
     stats = entry.get("stats", {})
     parts = [f"{label} {stats[key]}" for key, label in _DID if stats.get(key)]
-    others = [a["type"] for a in entry.get("actions", []) if a.get("type") in ("undo", "restore")]
+    others = [a["type"] for a in entry.get("actions", []) if a.get("type") in ("undo", "restore", "capture")]
     return ", ".join(parts + others) or "no change"
 
 
