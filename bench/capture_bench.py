@@ -75,7 +75,7 @@ def new_store(base: Path, name: str) -> Path:
 
 
 def recall(work: Path) -> dict[str, Any]:
-    from memcli.integrations import capture
+    from memcli.capture import capture
     from memcli.store.store import Store
 
     made = capture_samples.build()
@@ -170,7 +170,7 @@ def floor_time(path: Path) -> float:
 
 
 def capture_time(path: Path, work: Path, n: int) -> float:
-    from memcli.integrations import capture
+    from memcli.capture import capture
     from memcli.store.store import Store
 
     root = new_store(work, f"speed-{n}")
@@ -203,7 +203,7 @@ def speed(work: Path, mb: int, big_mb: int) -> dict[str, Any]:
     env = {**os.environ, "MEMCLI_NOW": NOW, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("ANTHROPIC_API_KEY", None)
     memcli = [sys.executable, "-m", "memcli"]
-    base_wall, base_rss, _ = process([sys.executable, "-c", "import memcli.integrations.capture, "
+    base_wall, base_rss, _ = process([sys.executable, "-c", "import memcli.capture.capture, "
                                       "memcli.consolidate.engine"], env)
     walls, rss = [], 0
     for n in range(3):

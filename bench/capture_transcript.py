@@ -1,6 +1,6 @@
 """A small writer of transcripts in Claude Code's JSONL format, for the capture samples.
 
-It produces the records Claude Code 2.1 writes (see memcli/integrations/transcript_claude.py):
+It produces the records Claude Code 2.1 writes (see memcli/capture/claude_code.py):
 `user` and `assistant` records chained by `uuid`/`parentUuid`, each with `sessionId`, `cwd`,
 `gitBranch`, `version`, `timestamp` and `isSidechain`; tool calls as `tool_use` blocks and
 their results as `tool_result` blocks with a top-level `toolUseResult`; one API message split

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import typer
 
+from memcli.capture import capture
 from memcli.cli import capturemain
 from memcli.cli.common import app, emit_json, notes, opts
 from memcli.cli.fast import FastOpts
 from memcli.cli.integrations import hook_app
-from memcli.integrations import capture
 
 
 @app.command("capture")

@@ -91,7 +91,7 @@ def spawn_capture(root: Path, wait: float, fields: dict[str, str | None]) -> int
 
 def capture_background(root: Path, fields: dict[str, str | None], wait: float, event: str) -> str:
     """Capture what the fields name and log the one-line result; returns that line."""
-    from memcli.integrations.capture import capture_from_hook
+    from memcli.capture.capture import capture_from_hook
 
     line = capture_from_hook(root, fields, wait)
     hooks.log(root, f"{event}: {line}")

@@ -402,7 +402,7 @@ def run_pass(root: str, wait: float, capture: dict[str, str | None] | None = Non
     if capture:
         from pathlib import Path
 
-        from memcli.integrations.capture import capture_from_hook  # never raises
+        from memcli.capture.capture import capture_from_hook  # never raises
 
         log(root, f"run-background: {capture_from_hook(Path(root), capture, wait)}")
     first = _logged(root, "session_end pass", lambda: _session_end_run(root, wait))

@@ -14,8 +14,9 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from memcli.capture import capture
 from memcli.cli import app
-from memcli.integrations import capture, capture_hook, hooks
+from memcli.integrations import capture_hook, hooks
 from tests.conftest import NOW
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,8 +247,8 @@ def test_pre_compact_imports_nothing_heavy(store: Path, tmp_path: Path) -> None:
             "capture_hook.spawn_capture = lambda *a, **k: 1; "
             "sys.stdin = io.StringIO(sys.argv[2]); from memcli.cli.fast import dispatch; "
             "assert dispatch(['hook', 'pre-compact', '--store', sys.argv[1]]) == 0; "
-            "bad = [m for m in ('typer', 'rich', 'anthropic', 'numpy', 'memcli.integrations.capture', "
-            "'memcli.integrations.transcript', 'memcli.consolidate.engine') if m in sys.modules]; "
+            "bad = [m for m in ('typer', 'rich', 'anthropic', 'numpy', 'memcli.capture.capture', "
+            "'memcli.capture.transcript', 'memcli.consolidate.engine') if m in sys.modules]; "
             "print(bad)")
     proc = subprocess.run([sys.executable, "-c", code, str(store), payload(transcript(tmp_path)).decode()],
                           capture_output=True, text=True, timeout=60, check=False)

@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memcli.integrations import capture_commands as cmds
-from memcli.integrations.capture_errors import ErrorEvent
-from memcli.integrations.capture_session import Request, Session
+from memcli.capture import commands as cmds
+from memcli.capture.learnings import ErrorEvent
+from memcli.capture.session import Request, Session
 from memcli.secrets import redact
 
 HEADINGS = ("What happened", "Who was involved", "Outcome", "Key learnings")

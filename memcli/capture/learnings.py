@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memcli.integrations import capture_commands as cmds
+from memcli.capture import commands as cmds
 
 MAX_ERRORS = 60
 MAX_OPEN_ERRORS = 20  # errors still waiting for what fixes them

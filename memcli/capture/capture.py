@@ -1,7 +1,7 @@
 """Capture: a session transcript becomes one episodic memory (SPEC 12).
 
 `capture_transcript` reads the transcript as a stream (`transcript`), digests it
-(`capture_session`), writes the memory's text (`capture_render`, or the LLM when it is on,
+(`session`), writes the memory's text (`render`, or the LLM when it is on,
 falling back to that text), masks every secret, and writes the memory to the agent's
 folder as a logged run with trigger `capture`: the same journaled, locked, atomic path as a
 consolidation run, so `memcli undo RUN_ID` takes a capture back (a memory it created moves
@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memcli.capture import render as capture_render
+from memcli.capture import transcript
+from memcli.capture.session import Session
 from memcli.config import Settings
 from memcli.errors import MemcliError
-from memcli.integrations import capture_render, transcript
-from memcli.integrations.capture_session import Session
 from memcli.secrets import Masker, contains_secret, redact
 from memcli.store.model import (
     Action,

@@ -28,9 +28,10 @@ from pathlib import Path
 
 import orjson
 
+from memcli.capture import claude_code as transcript_claude
+from memcli.capture import codex as transcript_codex
+from memcli.capture.session import Learn, Session, SessionBuilder
 from memcli.errors import MemcliError
-from memcli.integrations import transcript_claude, transcript_codex
-from memcli.integrations.capture_session import Learn, Session, SessionBuilder
 
 MAX_LINE = 8 * 1024 * 1024  # a record longer than this is skipped, never held whole
 CHUNK = 1024 * 1024

@@ -11,10 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
+from memcli.capture import capture, transcript
+from memcli.capture import render as capture_render
 from memcli.config import settings_from_dict
 from memcli.consolidate import undo
 from memcli.errors import ConfigError, LockTimeoutError, MemcliError
-from memcli.integrations import capture, capture_render, transcript
 from memcli.store import log
 from memcli.store.store import Store
 from tests.conftest import NOW, all_files, assert_invariants, load
@@ -360,7 +361,7 @@ def test_a_capture_killed_at_any_write_is_recovered(store: Path, tmp_path: Path)
 
     path = write(tmp_path, session())
     expected = run(store, path, dry_run=True).record
-    code = ("import sys; from pathlib import Path; from memcli.integrations import capture; "
+    code = ("import sys; from pathlib import Path; from memcli.capture import capture; "
             "from memcli.store.store import Store; "
             "capture.capture_transcript(Store(Path(sys.argv[1])), Path(sys.argv[2]))")
     crash_at = 1

@@ -14,7 +14,7 @@ is digested in flat memory:
   passed afterwards (what fixed it);
 - the sub-agents it delegated to, commits, pull requests, todos, compactions.
 
-Nothing here is masked: the texts are raw and clipped. `capture_render` masks what it
+Nothing here is masked: the texts are raw and clipped. `render` masks what it
 puts into the memory.
 """
 
@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcli.integrations import capture_commands as cmds
-from memcli.integrations.capture_errors import ErrorEvent, ErrorTracker
+from memcli.capture import commands as cmds
+from memcli.capture.learnings import ErrorEvent, ErrorTracker
 
 # Caps. Each bounds memory, not quality: a memory shows far fewer than these.
 MAX_TEXT = 4000  # a request or an answer, as kept (rendering clips far shorter)

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from memcli.integrations.capture_session import SessionBuilder, texts_of
+from memcli.capture.session import SessionBuilder, texts_of
 
 TYPES = frozenset({"user", "assistant", "system", "attachment", "summary", "file-history-snapshot",
                    "queue-operation", "last-prompt", "mode", "permission-mode", "progress",

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from memcli.integrations.capture_session import SessionBuilder, texts_of
+from memcli.capture.session import SessionBuilder, texts_of
 
 TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 _INJECTED = ("<environment_context>", "<user_instructions>", "<permissions", "# AGENTS.md",

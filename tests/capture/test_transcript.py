@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from memcli.integrations import capture_commands as cmds
-from memcli.integrations import transcript
-from memcli.integrations.capture_session import Session
+from memcli.capture import commands as cmds
+from memcli.capture import transcript
+from memcli.capture.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
