@@ -196,7 +196,8 @@ def test_order_swaps_fool_the_default_scorer() -> None:
 
 
 def test_guard_names_and_lookup() -> None:
-    assert GUARDS == ("numbers", "negation", "polarity", "order", "entities", "extra_detail")
+    assert GUARDS == ("numbers", "negation", "polarity", "order", "entities", "identifiers", "roles", "substitution",
+                      "extra_detail", "qualifier")
     assert len(set(GUARDS)) == len(GUARDS)
     with pytest.raises(KeyError):
         guard_function("nope")
