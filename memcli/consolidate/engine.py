@@ -81,6 +81,7 @@ class Planning:
     refresh: dict[str, list[str]] | None = None  # session_end: folder -> files read or gone
     listings: dict[str, Stamp] | None = None  # session_end: folder -> stamp vouching for its names
     pairs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # folder -> (params, PairCache)
+    vectors: Any = None  # semantic.VectorCache to save after a real run, or None
 
 
 # ---------------------------------------------------------------- entry points
@@ -129,7 +130,8 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
         planner.run()
     planner.apply_limit()
     return Planning(planner.plan, planner.problems, planner.sigs, planner.refresh,
-                    planner.listings if opts.trigger == "session_end" else None, planner.pairs_found)
+                    planner.listings if opts.trigger == "session_end" else None, planner.pairs_found,
+                    planner.vectors if opts.warm_caches else None)
 
 
 @contextlib.contextmanager
@@ -178,6 +180,9 @@ class Planner:
         self._lists: dict[str, list[Live]] = {}  # rule -> who it may pick, once merged (_shortlist)
         self.seen: set[str] = set()  # every id loaded by this run
         self._loaded = 0
+        self.features: dict[str, Any] = {}  # content hash -> guards.TextFeatures, made once a run
+        self.vectors = self._semantic_cache()  # semantic.VectorCache when the signal is on
+        self._meaning: dict[str, float] = {}  # member id -> cosine, for members merged by meaning
 
     # ------------------------------------------------------------ loading
 
@@ -219,6 +224,7 @@ class Planner:
     def _release(self) -> None:
         self._sign_rewritten()
         self._cover_rewritten()
+        self.features.clear()
         self.live.clear()
         self._all_loaded.clear()
         self._protection.clear()
@@ -246,7 +252,8 @@ class Planner:
                 continue
             texts = BlockTexts(block)
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
-                                  floor=floor, sigs=self._sigs(block, texts), lengths=texts.lengths())
+                                  floor=floor, sigs=self._sigs(block, texts), lengths=texts.lengths(),
+                                  near=self._near())
             found[1].covered.update(hashes[n] for n in focus)
             found[1].pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in pairs.items())
 
@@ -474,16 +481,18 @@ class Planner:
             sigs = self._sigs(block, texts) if len(block) > ALL_PAIRS_MAX else None
             lengths = texts.lengths() if sigs is not None else None
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
-                                  floor=floor, sigs=sigs, lengths=lengths)
+                                  floor=floor, sigs=sigs, lengths=lengths, near=self._near())
+        self._second_look(texts, pairs, floor)
+        semantic = self._semantic_pairs(block, texts, pairs, focus)
         older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
-        for i, j in sorted(pairs):
+        for i, j in sorted(pairs.keys() | semantic.keys()):
             older.setdefault(i, []).append(j)
         assigned: set[int] = set()
         for k in sorted(older):  # a keeper: the newest of its group, unless taken by a newer one
             if k in assigned:
                 continue
             assigned.add(k)
-            members = self._members(block, k, older[k], pairs, assigned)
+            members = self._members(block, k, older[k], pairs, assigned, semantic)
             if members:
                 self._resolve_group(block[k], members)
         if self.opts.judge is not None:
@@ -504,7 +513,7 @@ class Planner:
         usable = cache is not None and len(position) == len(hashes)  # equal files: compare them all
         focus = [n for n, h in enumerate(hashes) if not usable or h not in cache.covered]  # type: ignore[union-attr]
         found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor,
-                              sigs=self._sigs(block, texts), lengths=texts.lengths(),
+                              sigs=self._sigs(block, texts), lengths=texts.lengths(), near=self._near(),
                               focus=None if len(focus) == len(block) else focus) if focus else {}
         if usable and cache is not None:
             for (a, b), score in cache.pairs.items():
@@ -521,7 +530,7 @@ class Planner:
     def _pair_params(self, floor: float | None) -> str:
         from memcli.consolidate import candidates, similar
 
-        return (f"{self.cfg.scorer}|>{self.cfg.content_similarity}|floor={floor}"
+        return (f"{self.cfg.scorer}|>{self.cfg.content_similarity}|floor={floor}|near={self._near()}"
                 f"|lsh={candidates.DEFAULT_BANDS}x{candidates.DEFAULT_ROWS}|agree={similar.MIN_AGREEMENT}"
                 f"|short={similar.SHORT_TEXT}|sig=oph5")
 
@@ -540,26 +549,88 @@ class Planner:
         return [item.sig or b"" for item in block]
 
     def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],
-                 assigned: set[int]) -> list[tuple[Live, float]]:
-        """Older unassigned duplicates of keeper k; guard-rejected pairs are kept apart."""
-        from memcli.consolidate.guards import guard_rejects
-
+                 assigned: set[int], semantic: dict[tuple[int, int], float]) -> list[tuple[Live, float]]:
+        """Older unassigned duplicates of keeper k: similar text, or (with the semantic signal)
+        similar meaning; guard-rejected pairs are kept apart."""
         keeper = block[k]
         members: list[tuple[Live, float]] = []
         for m in candidates:
-            score = pairs[(k, m)]
-            if m in assigned or not rules.is_duplicate_pair(keeper.mem, block[m].mem, score, self.cfg):
+            score = pairs.get((k, m), 0.0)
+            meaning = (k, m) in semantic and score <= self.cfg.content_similarity
+            rule_score = 1.0 if meaning else score  # by meaning: the tag, type and link tests remain
+            if m in assigned or not rules.is_duplicate_pair(keeper.mem, block[m].mem, rule_score, self.cfg):
                 continue
-            guard = guard_rejects(rules.raw_text(block[m].mem.content),
-                                  rules.raw_text(keeper.mem.content)) if self.cfg.guards else None
+            if meaning and (k, m) not in pairs:
+                score = pairs[(k, m)] = rules.similarity(
+                    rules.content_text(keeper.mem.content), rules.content_text(block[m].mem.content),
+                    self.cfg.scorer)
+            guard = self._guard(block[m], keeper) if self.cfg.guards else None
             if guard:
                 self._keep_apart(block[m], keeper, guard, score)
                 if self.opts.judge is not None:
                     self.grey.append((block[m], keeper, score, guard))
                 continue
             assigned.add(m)
+            if meaning:
+                self._meaning[block[m].mem.id] = semantic[(k, m)]
             members.append((block[m], score))
         return members
+
+    def _guard(self, older: Live, newer: Live) -> str | None:
+        """The first guard that rejects the pair; each text is analysed once a run."""
+        from memcli.consolidate.guards import TextFeatures, guard_rejects
+
+        found = []
+        for item in (older, newer):
+            key = item.mem.content_hash
+            if key not in self.features:
+                self.features[key] = TextFeatures(rules.raw_text(item.mem.content))
+            found.append(self.features[key])
+        return guard_rejects(found[0], found[1])
+
+    # ------------------------------------------------------------ text similarity, second looks
+
+    def _near(self) -> float:
+        return round(self.cfg.content_similarity - rules.SECOND_LOOK_BAND, 4)
+
+    def _second_look(self, texts: Sequence[str], pairs: dict[tuple[int, int], float],
+                     floor: float | None) -> None:
+        """Pairs just below the threshold are scored again without their articles
+        (:func:`rules.similarity`); those that pass take that score, the rest leave unless the
+        LLM's discovery band wants them."""
+        threshold = self.cfg.content_similarity
+        for (i, j), score in list(pairs.items()):
+            if score > threshold:
+                continue
+            better = rules.similarity(texts[i], texts[j], self.cfg.scorer)
+            if better > threshold:
+                pairs[(i, j)] = better
+            elif floor is None or score < floor:
+                del pairs[(i, j)]
+
+    def _semantic_cache(self) -> Any:
+        if not self.cfg.semantic:
+            return None
+        from memcli.consolidate import semantic
+
+        if not semantic.available():
+            self.plan.notes.append(semantic.NOT_INSTALLED)
+            return None
+        return semantic.VectorCache(self.store.root)
+
+    def _semantic_pairs(self, block: list[Live], texts: BlockTexts, pairs: dict[tuple[int, int], float],
+                        focus: list[int] | None) -> dict[tuple[int, int], float]:
+        """Pairs whose embeddings say they mean the same (cosine), that text similarity alone
+        does not make duplicates; {} without the semantic signal."""
+        if self.vectors is None or len(block) < 2 or focus == []:
+            return {}
+        from memcli.consolidate import semantic
+
+        vectors = self.vectors.get([i.mem.content_hash for i in block],
+                                   lambda n: rules.raw_text(block[n].mem.content))
+        found = semantic.similar_pairs(vectors, semantic.THRESHOLD, focus=focus)
+        threshold = self.cfg.content_similarity
+        return {key: cos for key, cos in found.items() if pairs.get(key, 0.0) <= threshold}
 
     def _keep_apart(self, older: Live, newer: Live, guard: str, score: float) -> None:
         ids = [older.mem.id, newer.mem.id]
@@ -579,7 +650,7 @@ class Planner:
         """Apply the conflict cases of 3.1 per keeper-member pair, then merge what is left."""
         eligible = [member for member, score in members if not self._conflict(member, keeper, score)]
         if eligible:
-            self._merge_group(keeper, eligible)
+            self._merge_group(keeper, eligible, scores={m.mem.id: score for m, score in members})
 
     def _conflict(self, older: Live, newer: Live, score: float) -> bool:
         """The first two conflict cases of 3.1, which keep both memories whatever the
@@ -607,7 +678,11 @@ class Planner:
         self.add(Action("flag", {"type": "flag", "memory_ids": ids, "reason": "both_changed"},
                         "duplicates both edited since the last run: queued for review", review=item))
 
-    def _merge_group(self, keeper: Live, members: list[Live], summary: str | None = None) -> None:
+    def _merge_group(self, keeper: Live, members: list[Live], summary: str | None = None,
+                     scores: dict[str, float] | None = None) -> None:
+        """Merge members into the keeper, or into the protected one of the group (3.1);
+        ``scores`` are each member's similarity to the keeper (computed where missing)."""
+        scores = scores or {}
         group = [keeper, *members]
         guarded = {i.mem.id: self.protected(i) for i in group}
         if guarded[keeper.mem.id]:
@@ -617,11 +692,13 @@ class Planner:
         if survivor is not keeper or guarded[keeper.mem.id]:
             absorbed = [i for i in group if not guarded[i.mem.id]]
             if absorbed:
-                self._merge_into_protected(survivor, absorbed, group)
+                self._merge_into_protected(survivor, absorbed, group, scores)
             return
-        self._merge_plain(keeper, members, summary)
+        self._merge_plain(keeper, members, summary, scores)
 
-    def _merge_plain(self, keeper: Live, members: list[Live], summary: str | None = None) -> None:
+    def _merge_plain(self, keeper: Live, members: list[Live], summary: str | None = None,
+                     scores: dict[str, float] | None = None) -> None:
+        similar, lines = self._similarities(keeper, members, keeper, scores or {})  # before the rewrite
         data = rules.merge_into_keeper(keeper.mem.data, [m.mem.data for m in members], self.stamp)
         if summary:  # the LLM may word the merged summary (SPEC 9)
             data["content"] = {**data["content"], "summary": summary}
@@ -629,19 +706,45 @@ class Planner:
         for member in members:
             ops += self.archive_ops(member, self._archived(member, "merged", keeper.mem.id))
         ids = [m.mem.id for m in reversed(members)] + [keeper.mem.id]
-        self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": keeper.mem.id},
-                        f"the newest keeps; {len(members)} older duplicate(s) archived",
+        self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": keeper.mem.id, **similar},
+                        f"the newest keeps; {len(members)} older duplicate(s) archived" + lines,
                         touches=ids, ops=ops, folders=[keeper.folder.rel, "archive"]))
 
-    def _merge_into_protected(self, survivor: Live, absorbed: list[Live], group: list[Live]) -> None:
+    def _merge_into_protected(self, survivor: Live, absorbed: list[Live], group: list[Live],
+                              scores: dict[str, float]) -> None:
         ops: list[FileOp] = []
         for item in absorbed:
             ops += self.archive_ops(item, self._archived(item, "merged", survivor.mem.id))
         ids = [i.mem.id for i in reversed(absorbed)] + [survivor.mem.id]
-        self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": survivor.mem.id},
-                        f"the protected one stays as it is; {len(absorbed)} restatement(s) archived",
+        similar, lines = self._similarities(survivor, absorbed, group[0], scores)
+        log = {"type": "merge", "source_ids": ids, "result_id": survivor.mem.id, **similar}
+        self.add(Action("merge", log,
+                        f"the protected one stays as it is; {len(absorbed)} restatement(s) archived" + lines,
                         touches=[i.mem.id for i in group], ops=ops,
                         folders=[survivor.folder.rel, "archive"]))
+
+    def _similarities(self, survivor: Live, archived: list[Live], keeper: Live,
+                      scores: dict[str, float]) -> tuple[dict[str, Any], str]:
+        """The merge's similarities for the log (the weakest link, and each archived memory's
+        similarity to the survivor), and a line of each text for people. ``scores`` hold each
+        member's similarity to the group's keeper; others are computed."""
+        sims: dict[str, float] = {}
+        for item in archived:
+            other = item if survivor is keeper else survivor if item is keeper else None
+            known = scores.get(other.mem.id) if other is not None else None
+            sims[item.mem.id] = round(known if known else rules.similarity(
+                rules.content_text(survivor.mem.content), rules.content_text(item.mem.content),
+                self.cfg.scorer), 4)
+        entry: dict[str, Any] = {"similarity": min(sims.values()), "similarities": sims}
+        meaning = {i: self._meaning[i] for i in sims if i in self._meaning}
+        if meaning:
+            entry["semantic"] = meaning
+        lines = [f"\n  keeps     {_excerpt(survivor.mem.content)}"]
+        for item in archived:
+            how = f"{sims[item.mem.id]:.2f}" + (f", meaning {meaning[item.mem.id]:.2f}"
+                                                 if item.mem.id in meaning else "")
+            lines.append(f"\n  archives  {_excerpt(item.mem.content)}  (similarity {how})")
+        return entry, "".join(lines)
 
     def _archived(self, item: Live, reason: str, superseded_by: str | None = None) -> dict[str, Any]:
         return rules.archived_record(item.mem.data, reason=reason, folder=item.folder.rel,
@@ -852,6 +955,13 @@ class BlockTexts(Sequence[str]):
         return [len(self[n]) if value is None else value for n, value in enumerate(out)]
 
 
+def _excerpt(content: dict[str, Any], limit: int = 90) -> str:
+    """The first line of a memory's text, quoted and cut to ``limit`` characters."""
+    text = rules.raw_text(content).strip()
+    line = " ".join(text.splitlines()[0].split()) if text else ""
+    return '"' + (line if len(line) <= limit else line[: limit - 1].rstrip() + "…") + '"'
+
+
 def _stale_why(mem: Memory) -> str:
     if int(mem.facts.get("access_count") or 0) == 0:
         return "never used"
@@ -890,6 +1000,8 @@ def apply(store: Store, planning: Planning) -> Outcome:
     })
     caches.save_sig_caches(store, planning.sigs, hashes)
     caches.save_pair_caches(store, planning.pairs)
+    if planning.vectors is not None:
+        planning.vectors.save(prune=plan.trigger in ("manual", "weekly"))
     outcome.notes += _problem_notes(planning.problems)
     return outcome
 

@@ -115,8 +115,10 @@ def test_review_merge_is_a_logged_run(store: Path) -> None:
     item = json.loads(run(store, "review", "list", "--json")[1])["items"][0]
     code, out, _ = run(store, "review", "resolve", item["id"], "--merge", "--json")
     result = json.loads(out)
-    assert code == 0 and result["actions"] == [{"type": "merge", "source_ids": [older, newer],
-                                                "result_id": newer}]
+    merge = result["actions"][0]
+    assert code == 0 and len(result["actions"]) == 1 and merge["type"] == "merge"
+    assert merge["source_ids"] == [older, newer] and merge["result_id"] == newer
+    assert 0.80 < merge["similarity"] < 1.0 and merge["similarities"] == {older: merge["similarity"]}
     log = json.loads((store / "ops" / "consolidation-log.json").read_text())["entries"]
     assert log[-1]["trigger"] == "review" and log[-1]["run_id"] == result["run_id"]
     assert_invariants(store)
