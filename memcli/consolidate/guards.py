@@ -74,6 +74,7 @@ from memcli.consolidate.textfeatures import (
 )
 
 __all__ = [
+    "DESCRIPTIONS",
     "EXTRA_DETAIL_RUN",
     "GUARDS",
     "QUALIFIER_MAX_CONTEXT",
@@ -83,6 +84,7 @@ __all__ = [
     "extra_detail",
     "guard_function",
     "guard_rejects",
+    "guards_rejecting",
     "identifiers_differ",
     "negation_differs",
     "numbers_differ",
@@ -261,14 +263,23 @@ _POLARITY_PAIRS: tuple[tuple[frozenset[str], frozenset[str]], ...] = tuple(
 def polarity_differs(text_a: _Text, text_b: _Text) -> bool:
     """True when the texts take opposite sides of an antonym pair (enable / disable...)."""
     sides_a, sides_b = _f(text_a).once("polarity", _polarity), _f(text_b).once("polarity", _polarity)
-    return any(x and y and x != y for x, y in zip(sides_a, sides_b, strict=True))
+    return any(sides_b.get(pair, side) != side for pair, side in sides_a.items())
 
 
-def _polarity(text: TextFeatures) -> tuple[int, ...]:
-    """Per antonym pair: 1 when only its left side is used, 2 only its right, else 0."""
-    words = text.word_set
-    sides = ((bool(words & left), bool(words & right)) for left, right in _POLARITY_PAIRS)
-    return tuple(0 if has_left == has_right else 1 if has_left else 2 for has_left, has_right in sides)
+def _polarity(text: TextFeatures) -> dict[int, int]:
+    """Antonym pair number -> 1 when the text uses only its left side, 2 only its right."""
+    used: dict[int, int] = {}
+    for word in text.word_set:
+        for pair, side in _POLARITY_WORDS.get(word, ()):
+            used[pair] = used.get(pair, 0) | side
+    return {pair: sides for pair, sides in used.items() if sides != 3}
+
+
+_POLARITY_WORDS: dict[str, list[tuple[int, int]]] = {}
+for _number, (_left, _right) in enumerate(_POLARITY_PAIRS):
+    for _side, _words in ((1, _left), (2, _right)):
+        for _word in _words:
+            _POLARITY_WORDS.setdefault(_word, []).append((_number, _side))
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,10 +720,31 @@ _GUARD_FUNCTIONS: dict[str, Callable[[_Text, _Text], bool]] = {
 
 GUARDS: tuple[str, ...] = tuple(_GUARD_FUNCTIONS)
 
+# What each guard saw, in words a person reading a review item can check.
+DESCRIPTIONS: dict[str, str] = {
+    "numbers": "one text has a number the other does not mention",
+    "negation": "one text is negated and the other is not",
+    "polarity": "the texts take opposite sides of an antonym pair (enable / disable...)",
+    "order": "two words trade places around an order word (before, after, than, from... to)",
+    "entities": "one text names a person, product or place where the other names another",
+    "identifiers": "each text names a command, flag, path or setting the other lacks",
+    "roles": "two words or phrases trade places crosswise (A calls B / B calls A)",
+    "substitution": "a word is replaced by one of contrary or sibling meaning (small / big, staging /"
+                    " production)",
+    "extra_detail": "one text has a clause (five or more new words in a row) the other lacks",
+    "qualifier": "one short text adds a qualifying phrase the other lacks (in production, for admins)",
+}
+
 
 def guard_function(name: str) -> Callable[[_Text, _Text], bool]:
     """The check behind a guard name (KeyError for an unknown name)."""
     return _GUARD_FUNCTIONS[name]
+
+
+def guards_rejecting(text_a: _Text, text_b: _Text) -> list[str]:
+    """Every guard that rejects the pair, in :data:`GUARDS` order (for people reviewing it)."""
+    a, b = _f(text_a), _f(text_b)
+    return [] if a.text == b.text else [name for name, check in _GUARD_FUNCTIONS.items() if check(a, b)]
 
 
 def guard_rejects(text_a: _Text, text_b: _Text) -> str | None:

@@ -24,6 +24,7 @@ _SCORERS = {
     "WRatio": fuzz.WRatio,
     "QRatio": fuzz.QRatio,
 }
+SCORER_NAMES = frozenset(_SCORERS)
 
 
 # ---------------------------------------------------------------- section 2: exclusions

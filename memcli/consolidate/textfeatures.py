@@ -197,10 +197,12 @@ def _has_inner_capital(token: str) -> bool:
     return any(ch.isupper() for ch in token[1:]) and any(ch.islower() for ch in token)
 
 
-def _classify(part: str, at_start: bool, clause: int) -> Word:
-    """Canonical form of a word and whether it is written as a name."""
+@lru_cache(maxsize=65536)
+def _classify(part: str, at_start: bool) -> tuple[str, bool, bool, bool]:
+    """Canonical form of a word, whether it is written as a name, as an acronym, and with a
+    capital. (Cached: a store repeats its vocabulary.)"""
     if part[0].isdigit():
-        return Word(part, False, False, False, at_start, clause)
+        return (part, False, False, False)
     form = canon(part)
     acronym = bool(ACRONYM_RE.fullmatch(part)) and len(form) > 1
     capitalised = part[0].isupper()
@@ -210,7 +212,7 @@ def _classify(part: str, at_start: bool, clause: int) -> Word:
         and len(form) > 1  # a lone initial ("George W. Bush") says too little
         and form not in _NOT_NAMES
     )
-    return Word(form, name, acronym, capitalised, at_start, clause)
+    return (form, name, acronym, capitalised)
 
 
 def _text_words(text: str) -> tuple[Word, ...]:
@@ -224,8 +226,8 @@ def _text_words(text: str) -> tuple[Word, ...]:
             clause += token[0] in _CLAUSE_MARKS
         else:
             clause += token.lower() in _CLAUSE_WORDS
-            parts = [token] if ACRONYM_RE.fullmatch(token) else token.split("-")
-            words.extend(_classify(part, at_start, clause) for part in parts if part)
+            parts = [token] if "-" not in token or ACRONYM_RE.fullmatch(token) else token.split("-")
+            words.extend(Word(*_classify(part, at_start), at_start, clause) for part in parts if part)
             at_start = False
         previous = token
     return tuple(words)
