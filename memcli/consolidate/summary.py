@@ -82,7 +82,8 @@ _META = re.compile(r"\b(session log|log of|notes? (?:from|by)|written (?:up )?by
 # Facts: numbers, versions, identifiers (snake_case, dotted, paths, flags, tickets), code.
 _FACT = re.compile(r"`[^`]+`|\b[A-Z]{2,}-\d+\b|\b\w+[_./:]\w[\w./:-]*|\B--?\w[\w-]*|\d[\d.,:%]*|"
                    r"\b[A-Z][a-z]+(?:[A-Z]\w*)+\b|\b[A-Z][a-z]+ [A-Z][a-z]+\b")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])|\n{2,}|\n(?=\s*(?:[-*+]|\d+[.)])\s)")
+_SENTENCE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"\u201d')]))\s+(?=[A-Z0-9\"'(\[`])|\n{2,}"
+                       r"|\n(?=\s*(?:[-*+]|\d+[.)])\s)")
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _BOLD_HEADING = re.compile(r"^\s*(?:\*\*|__)(.+?)(?:\*\*|__)\s*:?\s*(.*)$")
 _LABEL_LINE = re.compile(r"^\s*([A-Z][\w ,'/&()-]{1,48}?)\s*:\s*$")
