@@ -56,7 +56,8 @@ def load_cases(folder: Path = DEFAULT_FOLDER) -> list[Case]:
             raise ValueError(f"{path}: front matter needs facts: a list of lists of phrasings")
         if len(post.content) <= MIN_DETAILS:
             raise ValueError(f"{path}: details are {len(post.content)} characters, need over {MIN_DETAILS}")
-        cases.append(Case(str(post.metadata.get("id", path.stem)), post.content, [[str(p) for p in f] for f in facts]))
+        phrasings = [[str(p) for p in fact] for fact in facts]
+        cases.append(Case(str(post.metadata.get("id", path.stem)), post.content, phrasings))
     return cases
 
 

@@ -326,9 +326,9 @@ def fit_summary(answer: str, max_chars: int) -> str | None:
 
     Headings are recognised leniently (``# Outcome``, ``**Outcome:**``, or inline as
     ``Outcome: the deploy succeeded``) and rewritten exactly. All four must be present, in
-    order, each with a non-empty body, else ``None``. A valid but too long answer is not rejected: its longest sections are
-    truncated at word boundaries, since a slightly cut summary from the model is still
-    better than the extractive fallback.
+    order, each with a non-empty body, else ``None``. A valid but too long answer is not
+    rejected: its longest sections are truncated at word boundaries, since a slightly cut
+    summary from the model is still better than the extractive fallback.
     """
     sections = split_sections(strip_code_fence(answer))
     if sections is None:
