@@ -459,3 +459,47 @@ def test_record_factory_is_valid() -> None:
 
     data = record()
     assert validate(data, file_id=data["id"]) == ([], [])
+
+
+# ---------------------------------------------------------------- merge decisions a person can check
+
+
+def test_articles_aside_a_pair_at_exactly_080_merges(store: Path) -> None:
+    # token_sort_ratio scores these exactly 0.80 (the rule needs more); without their
+    # articles they are one statement.
+    old = add(store, summary="The man is playing the drums.", created_at=days_ago(40))
+    new = add(store, summary="A man is playing drums.", created_at=days_ago(20))
+    out = run(store, dry_run=True)
+    assert plain(out.actions) == [{"type": "merge", "source_ids": [old["id"], new["id"]], "result_id": new["id"]}]
+    assert out.actions[0]["similarity"] == 1.0
+
+
+def test_merge_log_and_report_carry_similarity_and_a_line_of_each_text(store: Path) -> None:
+    old = add(store, summary=DUP + " closely", created_at=days_ago(40))
+    mid = add(store, summary=DUP + " carefully", created_at=days_ago(30))
+    new = add(store, summary=DUP, created_at=days_ago(20))
+    out = run(store, dry_run=True)
+    merge = out.actions[0]
+    assert set(merge["similarities"]) == {old["id"], mid["id"]}
+    assert merge["similarity"] == min(merge["similarities"].values()) and 0.8 < merge["similarity"] < 1.0
+    why = out.whys[0].splitlines()
+    assert why[1] == f'  keeps     "{DUP}"'
+    assert why[2].startswith(f'  archives  "{DUP} ') and why[2].endswith(")") and "(similarity 0." in why[2]
+
+
+def test_guards_analyse_each_memory_once_a_run(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcli.consolidate import textfeatures
+
+    made: list[str] = []
+    real_init = textfeatures.TextFeatures.__init__
+
+    def counting(self: textfeatures.TextFeatures, text: str) -> None:
+        made.append(text)
+        real_init(self, text)
+
+    monkeypatch.setattr(textfeatures.TextFeatures, "__init__", counting)
+    for days in (40, 30, 20, 10):  # four restatements that disagree on a number: six pairs to guard
+        add(store, summary=f"{DUP} within {days} minutes", created_at=days_ago(days))
+    out = run(store, dry_run=True)
+    assert [a["reason"] for a in out.actions] == ["numbers"] * 6  # every pair kept apart...
+    assert len(made) == len(set(made)) == 4  # ...and each text analysed once
