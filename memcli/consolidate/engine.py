@@ -18,7 +18,8 @@ from typing import Any
 
 from memcli.config import Consolidation
 from memcli.consolidate import review, rules, since
-from memcli.consolidate.similar import ALL_PAIRS_MAX, similar_pairs
+from memcli.consolidate.explain import merge_figures
+from memcli.consolidate.similar import ALL_PAIRS_MAX, second_look, similar_pairs
 from memcli.consolidate.since import Row
 from memcli.consolidate.summary import extractive_summary
 from memcli.store import caches, index, journal, opsfiles
@@ -482,7 +483,7 @@ class Planner:
             lengths = texts.lengths() if sigs is not None else None
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
                                   floor=floor, sigs=sigs, lengths=lengths, near=self._near())
-        self._second_look(texts, pairs, floor)
+        second_look(texts, pairs, self.cfg.scorer, self.cfg.content_similarity, floor)
         semantic = self._semantic_pairs(block, texts, pairs, focus)
         older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
         for i, j in sorted(pairs.keys() | semantic.keys()):
@@ -593,21 +594,6 @@ class Planner:
     def _near(self) -> float:
         return round(self.cfg.content_similarity - rules.SECOND_LOOK_BAND, 4)
 
-    def _second_look(self, texts: Sequence[str], pairs: dict[tuple[int, int], float],
-                     floor: float | None) -> None:
-        """Pairs just below the threshold are scored again without their articles
-        (:func:`rules.similarity`); those that pass take that score, the rest leave unless the
-        LLM's discovery band wants them."""
-        threshold = self.cfg.content_similarity
-        for (i, j), score in list(pairs.items()):
-            if score > threshold:
-                continue
-            better = rules.similarity(texts[i], texts[j], self.cfg.scorer)
-            if better > threshold:
-                pairs[(i, j)] = better
-            elif floor is None or score < floor:
-                del pairs[(i, j)]
-
     def _semantic_cache(self) -> Any:
         if not self.cfg.semantic:
             return None
@@ -628,9 +614,7 @@ class Planner:
 
         vectors = self.vectors.get([i.mem.content_hash for i in block],
                                    lambda n: rules.raw_text(block[n].mem.content))
-        found = semantic.similar_pairs(vectors, semantic.THRESHOLD, focus=focus)
-        threshold = self.cfg.content_similarity
-        return {key: cos for key, cos in found.items() if pairs.get(key, 0.0) <= threshold}
+        return semantic.meaning_pairs(vectors, pairs, self.cfg.content_similarity, focus=focus)
 
     def _keep_apart(self, older: Live, newer: Live, guard: str, score: float) -> None:
         ids = [older.mem.id, newer.mem.id]
@@ -698,7 +682,7 @@ class Planner:
 
     def _merge_plain(self, keeper: Live, members: list[Live], summary: str | None = None,
                      scores: dict[str, float] | None = None) -> None:
-        similar, lines = self._similarities(keeper, members, keeper, scores or {})  # before the rewrite
+        similar, lines = merge_figures(keeper, members, keeper, scores or {}, self._meaning, self.cfg.scorer)
         data = rules.merge_into_keeper(keeper.mem.data, [m.mem.data for m in members], self.stamp)
         if summary:  # the LLM may word the merged summary (SPEC 9)
             data["content"] = {**data["content"], "summary": summary}
@@ -716,35 +700,12 @@ class Planner:
         for item in absorbed:
             ops += self.archive_ops(item, self._archived(item, "merged", survivor.mem.id))
         ids = [i.mem.id for i in reversed(absorbed)] + [survivor.mem.id]
-        similar, lines = self._similarities(survivor, absorbed, group[0], scores)
+        similar, lines = merge_figures(survivor, absorbed, group[0], scores, self._meaning, self.cfg.scorer)
         log = {"type": "merge", "source_ids": ids, "result_id": survivor.mem.id, **similar}
         self.add(Action("merge", log,
                         f"the protected one stays as it is; {len(absorbed)} restatement(s) archived" + lines,
                         touches=[i.mem.id for i in group], ops=ops,
                         folders=[survivor.folder.rel, "archive"]))
-
-    def _similarities(self, survivor: Live, archived: list[Live], keeper: Live,
-                      scores: dict[str, float]) -> tuple[dict[str, Any], str]:
-        """The merge's similarities for the log (the weakest link, and each archived memory's
-        similarity to the survivor), and a line of each text for people. ``scores`` hold each
-        member's similarity to the group's keeper; others are computed."""
-        sims: dict[str, float] = {}
-        for item in archived:
-            other = item if survivor is keeper else survivor if item is keeper else None
-            known = scores.get(other.mem.id) if other is not None else None
-            sims[item.mem.id] = round(known if known else rules.similarity(
-                rules.content_text(survivor.mem.content), rules.content_text(item.mem.content),
-                self.cfg.scorer), 4)
-        entry: dict[str, Any] = {"similarity": min(sims.values()), "similarities": sims}
-        meaning = {i: self._meaning[i] for i in sims if i in self._meaning}
-        if meaning:
-            entry["semantic"] = meaning
-        lines = [f"\n  keeps     {_excerpt(survivor.mem.content)}"]
-        for item in archived:
-            how = f"{sims[item.mem.id]:.2f}" + (f", meaning {meaning[item.mem.id]:.2f}"
-                                                 if item.mem.id in meaning else "")
-            lines.append(f"\n  archives  {_excerpt(item.mem.content)}  (similarity {how})")
-        return entry, "".join(lines)
 
     def _archived(self, item: Live, reason: str, superseded_by: str | None = None) -> dict[str, Any]:
         return rules.archived_record(item.mem.data, reason=reason, folder=item.folder.rel,
@@ -953,13 +914,6 @@ class BlockTexts(Sequence[str]):
         """Text lengths, from the index entries where the text is not at hand."""
         out = [item.mem.cached_text_len() for item in self.block]
         return [len(self[n]) if value is None else value for n, value in enumerate(out)]
-
-
-def _excerpt(content: dict[str, Any], limit: int = 90) -> str:
-    """The first line of a memory's text, quoted and cut to ``limit`` characters."""
-    text = rules.raw_text(content).strip()
-    line = " ".join(text.splitlines()[0].split()) if text else ""
-    return '"' + (line if len(line) <= limit else line[: limit - 1].rstrip() + "…") + '"'
 
 
 def _stale_why(mem: Memory) -> str:

@@ -42,6 +42,7 @@ __all__ = [
     "VectorCache",
     "available",
     "embed",
+    "meaning_pairs",
     "similar_pairs",
 ]
 
@@ -198,3 +199,11 @@ def similar_pairs(vectors: npt.NDArray[np.float32], threshold: float = THRESHOLD
             if i != j:
                 found[(min(i, j), max(i, j))] = round(float(scores[r, col]), 4)
     return found
+
+
+def meaning_pairs(vectors: npt.NDArray[np.float32], text_pairs: dict[tuple[int, int], float],
+                  threshold: float, *, focus: Sequence[int] | None = None) -> dict[tuple[int, int], float]:
+    """The pairs of a block that mean the same (cosine above :data:`THRESHOLD`) and that text
+    similarity alone (``text_pairs``, above ``threshold``) does not already make duplicates."""
+    found = similar_pairs(vectors, THRESHOLD, focus=focus)
+    return {key: cos for key, cos in found.items() if text_pairs.get(key, 0.0) <= threshold}

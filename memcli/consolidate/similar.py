@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rapidfuzz import process
 
-from memcli.consolidate.rules import scorer_fn
+from memcli.consolidate.rules import scorer_fn, similarity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,3 +118,19 @@ def _likely(pairs: npt.NDArray[np.int64], sigs: list[bytes],
     short = np.minimum(lengths[pairs[:, 0]], lengths[pairs[:, 1]]) < SHORT_TEXT
     kept = pairs[(agreement >= MIN_AGREEMENT) | short]
     return list(zip(kept[:, 0].tolist(), kept[:, 1].tolist(), strict=True))
+
+
+def second_look(texts: Sequence[str], pairs: dict[tuple[int, int], float], scorer: str,
+                threshold: float, floor: float | None) -> None:
+    """Pairs found just below the threshold (``similar_pairs(..., near=...)``) are scored again
+    as the rule defines similarity, articles aside (:func:`rules.similarity`); those that now
+    pass take that score, the rest leave ``pairs`` unless the LLM's discovery band (``floor``)
+    wants them."""
+    for (i, j), score in list(pairs.items()):
+        if score > threshold:
+            continue
+        better = similarity(texts[i], texts[j], scorer)
+        if better > threshold:
+            pairs[(i, j)] = better
+        elif floor is None or score < floor:
+            del pairs[(i, j)]

@@ -480,6 +480,7 @@ def test_merge_log_and_report_carry_similarity_and_a_line_of_each_text(store: Pa
     new = add(store, summary=DUP, created_at=days_ago(20))
     out = run(store, dry_run=True)
     merge = out.actions[0]
+    assert merge["result_id"] == new["id"]
     assert set(merge["similarities"]) == {old["id"], mid["id"]}
     assert merge["similarity"] == min(merge["similarities"].values()) and 0.8 < merge["similarity"] < 1.0
     why = out.whys[0].splitlines()
