@@ -387,6 +387,11 @@ def _whole_items(words: Sequence[Word], spans: Sequence[tuple[int, int]]) -> boo
     return all(whole(start, end) for start, end in spans)
 
 
+def _one_sentence(words: Sequence[Word], start: int, end: int) -> bool:
+    """True when ``words[start:end]`` lie in one sentence (a semicolon does not end one)."""
+    return words[start].sentence == words[end - 1].sentence
+
+
 def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
     """True when two words or short phrases trade places crosswise, the rest in place: where
     one text has X ... Y, the other has Y ... X ("The woman picks up the kangaroo" vs "The
@@ -399,7 +404,8 @@ def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
     "Alice is the owner"), the passive voice ("Postgres replaced MySQL" vs "MySQL was
     replaced by Postgres"), a sentence recast around another subject ("the error rate doubled
     after the release" vs "the release doubled the error rate": the phrases do not mirror
-    each other exactly), and sentences moved whole.
+    each other exactly), sentences moved whole, and words that trade places across sentences
+    (a swap is looked for within one sentence; a semicolon does not end one).
     """
     first, second = ordered(_f(text_a), _f(text_b))
     seq_a, seq_b = first.sequence, second.sequence
@@ -417,6 +423,9 @@ def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
         if any(n not in paired for n in range(i + 1, j)):
             continue
         op1, op2 = blocks[i], blocks[j]
+        if not (_one_sentence(first.aligned, op1.a0, op2.a1)
+                and _one_sentence(second.aligned, op1.b0, op2.b1)):
+            continue  # roles trade places within a statement; words far apart are another matter
         content_x = content_words(first.aligned[op1.a0:op1.a1])
         content_y = content_words(second.aligned[op1.b0:op1.b1])
         if not (content_x and content_y) or max(len(content_x), len(content_y)) > _ROLE_MAX_WORDS:

@@ -86,6 +86,7 @@ class Word(NamedTuple):
     capitalised: bool
     at_start: bool  # first word of a sentence (its capital is sentence case)
     clause: int  # clauses are numbered in order; commas, "and", "but"... start a new one
+    sentence: int  # sentences are numbered in order; a full stop or a new line starts one
 
 
 class TextFeatures:
@@ -219,15 +220,18 @@ def _text_words(text: str) -> tuple[Word, ...]:
     """The words of a raw text in order. Hyphenated words are split ("al-Qaida", "New
     York-based") so that each part can match on its own."""
     words: list[Word] = []
-    at_start, previous, clause = True, "", 0
+    at_start, previous, clause, sentence = True, "", 0, 0
     for token in _TOKEN_RE.findall(text):
         if not token[0].isalnum():
-            at_start = at_start or _starts_sentence(token, previous)
+            starts = _starts_sentence(token, previous)
+            at_start = at_start or starts
             clause += token[0] in _CLAUSE_MARKS
+            sentence += (starts and token[0] in ".!?") or token == "\n"
         else:
             clause += token.lower() in _CLAUSE_WORDS
             parts = [token] if "-" not in token or ACRONYM_RE.fullmatch(token) else token.split("-")
-            words.extend(Word(*_classify(part, at_start), at_start, clause) for part in parts if part)
+            words.extend(Word(*_classify(part, at_start), at_start, clause, sentence)
+                         for part in parts if part)
             at_start = False
         previous = token
     return tuple(words)
