@@ -95,6 +95,8 @@ _PLAIN_PARENS = re.compile(r"\s*\((?![^)]*(?:\d|`|_|/|\.\w|[A-Z]{2}))[^()]{0,80}
 _CLAUSE_BREAK = re.compile(r";\s+|:\s+(?=[a-z])|,\s+(?=(?:so|which|because|while|but|and then)\b)")
 _DEPENDENT = re.compile(r"(?:which|because|while|and then)\b")
 _MAX_SENTENCE = 260  # a longer sentence keeps its best clauses
+_MAX_CLAUSES = 40  # clauses of one sentence looked at (a run-on "sentence" may have thousands)
+_MAX_CANDIDATES = 400  # sentences a summary chooses from (the best by worth, for huge logs)
 # Frequent words that are no topic of any text.
 _COMMON = frozenset("""that this with from have were when what which their there been they into
     then than them also would could should about after before only more most some such each
@@ -261,7 +263,7 @@ def _compress(sentence: str, cap: int, topic: dict[str, int] | None = None) -> s
     text = _OPENERS.sub("", _PLAIN_PARENS.sub("", sentence)).strip()
     if len(text) <= cap:
         return _capitalised(text, sentence)
-    clauses = _clauses(text)
+    clauses = _clauses(text)[:_MAX_CLAUSES]
     if len(clauses) > 1:
         worth = [sum(_terms(c, topic or {}).values()) + 2.0 * len(_WEIGHTY.findall(c)) for c in clauses]
         best: tuple[float, list[int]] | None = None
@@ -270,13 +272,18 @@ def _compress(sentence: str, cap: int, topic: dict[str, int] | None = None) -> s
         for i in range(len(clauses)):
             if i and _DEPENDENT.match(clauses[i]):
                 continue  # a run starts with a clause that stands on its own
+            length = total = 0.0
             for j in range(i, len(clauses)):
-                run = list(range(i, j + 1))
-                for chosen in (run, [0, *run]) if i > 1 else (run,):
-                    if sum(len(clauses[n]) + 1 for n in chosen) <= cap:
-                        total = sum(worth[n] for n in chosen)
-                        if best is None or total > best[0]:
-                            best = (total, chosen)
+                length += len(clauses[j]) + 1
+                total += worth[j]
+                if length > cap:
+                    break
+                options = [(total, list(range(i, j + 1)))]
+                if i > 1 and length + len(clauses[0]) + 1 <= cap:
+                    options.append((total + worth[0], [0, *range(i, j + 1)]))
+                for option in options:
+                    if best is None or option[0] > best[0]:
+                        best = option
         if best is not None:
             joined = " ".join(clauses[n] for n in best[1]).rstrip(",;: ")
             if len(joined) < cap:
@@ -423,6 +430,9 @@ def extractive_summary(details: str, max_chars: int) -> str:
     """A summary shorter than ``max_chars`` under the four headings, from the text's own
     sentences (see the module docstring)."""
     found, topic = _sentences_by_heading(details)
+    if len(found) > _MAX_CANDIDATES:  # a huge log: choose among its most telling sentences
+        best = sorted(found[1:], key=lambda s: (-_value(s, set()), s.position))[: _MAX_CANDIDATES - 1]
+        found = [found[0], *sorted(best, key=lambda s: s.position)]
     by_heading = {h: [s for s in found if s.heading == h] for h in HEADINGS}
     frame = sum(len(f"## {h}\n\n\n") + (0 if by_heading[h] else len(_EMPTY)) for h in HEADINGS)
     available = max(max_chars - 1 - frame, 0)

@@ -84,6 +84,13 @@ def test_summary_is_shorter_than_the_limit_and_deterministic(limit: int) -> None
     assert summary.startswith("## What happened")
 
 
+def test_huge_and_run_on_texts_are_summarised() -> None:
+    run_on = "; ".join(f"step {n} touched config_{n}.yaml" for n in range(3000)) + "."
+    huge = (FILLER * 2 + "The root cause was a missing index on tenant_id. ") * 400 + run_on
+    summary = extractive_summary(huge, 1500)
+    assert len(summary) < 1500 and "missing index on tenant_id" in summary
+
+
 def test_empty_and_unlabelled_texts() -> None:
     assert extractive_summary("", 1500).count("(not recorded)") == 4
     plain = extractive_summary(FILLER * 40 + "The root cause was a missing index on tenant_id.", 1500)
