@@ -27,6 +27,7 @@ class Consolidation:
     content_similarity: float = 0.80
     scorer: str = "token_sort_ratio"
     guards: bool = True
+    semantic: bool = False  # the embedding signal of memcli[semantic] (README, Guards)
     summarize_after_days: float = 30.0
     summarize_min_chars: int = 5000
     summary_max_chars: int = 1500
