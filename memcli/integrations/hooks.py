@@ -177,7 +177,7 @@ def log(root: Path, message: str) -> bool:
     """Append one timestamped line to `ops/hook.log`; never raises (returns False instead)."""
     try:
         path = _ensure_log(root)
-        with open(path, "ab") as handle:  # an append-only log: O_APPEND, not a rewrite
+        with os.fdopen(fsops.open_append(path), "ab") as handle:  # O_APPEND, never through a link
             handle.write(f"{_stamp()} {message}\n".encode("utf-8", "replace"))
         return True
     except (OSError, ValueError):
@@ -187,7 +187,8 @@ def log(root: Path, message: str) -> bool:
 def _ensure_log(root: Path) -> Path:
     """The log file, created through fsops the first time (counted like any new file)."""
     path = root / "ops" / LOG_NAME
-    if not path.exists():
+    fsops.confine(root)  # ops/ and the log are written without following a link (SPEC 8)
+    if not os.path.lexists(path):
         fsops.ensure_parent(path)
         with contextlib.suppress(FileExistsError):
             fsops.write_new(path, b"")
@@ -231,7 +232,7 @@ def spawn_background(root: Path, wait: float) -> int:
     (Claude Code waits for the hook's output pipes to close)."""
     cmd = [sys.executable, "-m", "memcli", "--store", str(root), "--wait", f"{wait:g}",
            "hook", "run-background"]
-    with open(_ensure_log(root), "ab") as err:
+    with os.fdopen(fsops.open_append(_ensure_log(root)), "ab") as err:
         child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                  stderr=err, cwd=root, start_new_session=True, close_fds=True)
     _children.append(child)
