@@ -194,6 +194,8 @@ def stats(ctx: typer.Context) -> None:
     """
     o = opts(ctx)
     report = history.store_stats(o.open_store())
+    for problem in report["problems"]:  # bad files are named, on stderr
+        sys.stderr.write(f"skipped: {problem}\n")
     if o.json:
         emit_json(report)
         return

@@ -31,12 +31,16 @@ def store_stats(store: Store) -> dict[str, Any]:
     """Memories by scope and type, runs, actions by type, memory count over time."""
     by_scope: dict[str, Counter[str]] = {}
     total = 0
+    problems: list[str] = []  # bad files skipped, by path and reason
     for folder in store.memory_folders():
         scan = store.scan(folder, load=False)
         counts = by_scope.setdefault(folder.scope, Counter())
         counts.update(str(e.get("type")) for e in scan.entries)
         total += len(scan.entries)
-    archived = len(store.scan(store.archive_folder(), load=False).entries)
+        problems += [str(p) for p in scan.problems if p.severity == "error"]
+    archive = store.scan(store.archive_folder(), load=False)
+    archived = len(archive.entries)
+    problems += [str(p) for p in archive.problems if p.severity == "error"]
     entries = [shown_entry(e) for e in log.read_entries(store.root)]
     actions = Counter(a["type"] for e in entries for a in e["actions"])
     series = [count if type(count := e["stats"].get("memory_count")) is int else 0 for e in entries]
@@ -44,7 +48,7 @@ def store_stats(store: Store) -> dict[str, Any]:
             "by_scope_type": {k: dict(v) for k, v in by_scope.items()},
             "runs": len(entries), "runs_by_trigger": dict(Counter(e["trigger"] for e in entries)),
             "actions_by_type": dict(actions), "memory_count_over_time": series,
-            "chart": sparkline(series)}
+            "chart": sparkline(series), "problems": problems}
 
 
 def shown_entry(entry: dict[str, Any]) -> dict[str, Any]:

@@ -164,7 +164,7 @@ def _skip_entry(action: Action, op: FileOp, skipped_after: set[str],
 
 
 def _unsafe_skip(action: Action, problem: str) -> dict[str, Any]:
-    mem_id = Path(action.ops[0].path).stem.split("@")[0] if action.ops else ""
+    mem_id = action.log.get("memory_id") or (action.touches[0] if action.touches else "")
     return {"type": "skip", "memory_id": mem_id, "reason": "unsafe_path", "action": action.type,
             "detail": problem}
 
