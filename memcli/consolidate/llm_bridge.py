@@ -23,7 +23,7 @@ def attach(store: Store, opts: Any, flag: bool | None) -> list[str]:
     if not wanted(store, flag):
         return []
     from memcli.consolidate import llm
-    from memcli.secrets import Masker
+    from memcli.secrets import Masker, mask_new
 
     cfg = store.settings.llm
     client, notice = llm.client_from_env(enabled=True, model=cfg.model, max_calls=cfg.max_calls_per_run,
@@ -36,7 +36,7 @@ def attach(store: Store, opts: Any, flag: bool | None) -> list[str]:
         text = client.summarize(details, max_chars, masker)
         if text is None:
             return extractive_summary(details, max_chars), "extractive"
-        return text, "llm"
+        return mask_new(text, details), "llm"  # the memory's own secrets come back, no others
 
     opts.summarizer = summarize
     opts.judge = client
@@ -47,6 +47,16 @@ def attach(store: Store, opts: Any, flag: bool | None) -> list[str]:
 def judge(client: Any, masker: Any, pairs: list[tuple[str, str, str, float, str | None]]) -> list[Any]:
     """Ask the LLM about (pair_id, older text, newer text, similarity, guard) tuples."""
     from memcli.consolidate.llm import PairCandidate
+    from memcli.secrets import mask, mask_new
 
     candidates = [PairCandidate(pid, a, b, score, guard) for pid, a, b, score, guard in pairs]
-    return client.judge_pairs(candidates, masker) if candidates else []
+    decisions = client.judge_pairs(candidates, masker) if candidates else []
+    # No LLM output reaches the log or a memory unmasked (SPEC 9): the reason goes to the log,
+    # masked whatever it echoes; a merged summary goes into a memory, with the pair's own
+    # secrets restored and any other secret-shaped text the model produced masked.
+    for candidate, decision in zip(candidates, decisions, strict=False):
+        decision.reason = mask(decision.reason)
+        if decision.merged_summary:
+            source = candidate.text_a + "\n" + candidate.text_b
+            decision.merged_summary = mask_new(decision.merged_summary, source)
+    return decisions
