@@ -686,3 +686,23 @@ def test_a_store_is_refused_only_by_what_is_wrong_with_it(store: Path) -> None:
     good_work(store)
     assert Store(store).layout_problems() == []
     assert journal.pending(Store(store)) == []
+
+
+@pytest.mark.parametrize(("field", "value"), [("tags", [[1]]), ("tags", "abc"), ("access_count", "x"),
+                                              ("details_len", "x"), ("access_count", None)])
+def test_an_index_entry_with_facts_of_the_wrong_type_is_not_trusted(store: Path, field: str, value: Any) -> None:
+    """An index entry whose size and mtime match its file is trusted without reading the file;
+    one whose cached facts have the wrong types crashed planning and `list`."""
+    work = good_work(store)
+    assert cli(store, "reindex").exit_code == 0
+    index = store / "agent" / "coder" / "_index.json"
+    data = json.loads(index.read_text())
+    for entry in data["entries"]:
+        entry[field] = value
+    index.write_text(json.dumps(data))
+    for args in (["list"], ["consolidate", "--dry-run"], ["consolidate"]):
+        result = cli(store, *args)
+        no_traceback(result)
+        assert result.exit_code == 0, (args, result.stdout)
+    assert work_done(store, work)
+    assert cli(store, "doctor").exit_code == 0  # the run rewrote the index from the files
