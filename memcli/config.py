@@ -117,10 +117,15 @@ def load_settings(store_root: Path) -> Settings:
     path = store_root / "memcli.toml"
     if not path.exists():
         return Settings()
+    from memcli.store.fsops import read_bytes  # never blocks on a FIFO, never a folder
+
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raw = tomllib.loads(read_bytes(path, limit=1024 * 1024, follow=True).decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file or remove it") from exc
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise ConfigError(f"{path}: cannot be read ({reason}); fix the file or remove it") from exc
     return settings_from_dict(raw, path)
 
 

@@ -53,3 +53,20 @@ class UndoRefusedError(MemcliError):
 
 class PlanMismatchError(MemcliError):
     """`apply PLAN` found the store no longer matches the reviewed plan."""
+
+
+class UnsafePathError(MemcliError, OSError):
+    """A path memcli would write through is a symlink, not a real folder, or leads out of the
+    store: refused before anything changes. Also an OSError, so that code which treats any
+    file-system failure as "could not write" (a fail-open hook log) treats this one so too."""
+
+    def __init__(self, message: str) -> None:
+        MemcliError.__init__(self, message)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class OpsFileError(MemcliError):
+    """A file under ops/ (log, state, review queue) that memcli cannot read or would not be
+    able to write back: the command refuses to start, naming the file and the fix."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -223,3 +224,57 @@ def test_long_words_do_not_make_masking_quadratic() -> None:
     masked = Masker().mask(text)
     assert time.perf_counter() - started < 5
     assert "b" * 1000 not in masked
+
+
+# ---------------------------------------------------------------- the labelled corpus (issue 13)
+
+import sys as _sys  # noqa: E402
+from pathlib import Path as _Path  # noqa: E402
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+from bench.secrets_corpus import ORDINARY as CORPUS_ORDINARY  # noqa: E402
+from bench.secrets_corpus import SAMPLES  # noqa: E402
+from memcli.secrets import mask, mask_new  # noqa: E402
+
+
+def test_the_corpus_has_at_least_fifty_secrets_of_every_common_format() -> None:
+    kinds = {s.kind.split("-")[0] for s in SAMPLES}
+    assert len(SAMPLES) >= 50
+    for family in ("google", "gcp", "azure", "aws", "stripe", "gitlab", "npm", "pypi", "sendgrid", "slack",
+                   "discord", "twilio", "env", "prose", "next", "pem", "jwt"):
+        assert family in kinds, family
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.kind for s in SAMPLES])
+def test_every_corpus_secret_is_masked_and_restored(sample: Any) -> None:
+    masked = mask(sample.text)
+    for fragment in _secret_fragments(sample.secret.replace("\\n", "\n")) + [sample.secret]:
+        assert fragment not in masked, (sample.kind, masked)
+    masker = Masker()
+    assert masker.unmask(masker.mask(sample.text)) == sample.text
+    assert sample.secret not in masker.mask(sample.text)
+
+
+@pytest.mark.parametrize("text", CORPUS_ORDINARY)
+def test_ordinary_memory_text_about_secrets_is_left_alone(text: str) -> None:
+    assert find_secret_spans(text) == [], [text[a:b] for a, b in find_secret_spans(text)]
+    assert mask(text) == text
+
+
+def test_mask_is_irreversible_and_keeps_what_names_the_value() -> None:
+    text = "the admin password is Wint3r-2026 and STRIPE_KEY=sk_" + "live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    assert mask(text) == "the admin password is [REDACTED] and STRIPE_KEY=[REDACTED]"
+
+
+def test_mask_new_keeps_the_sources_secrets_and_masks_the_rest() -> None:
+    source = "rotate token=tok_9a8b7c6d5e4f3a2b1c monthly"
+    answer = "Rotate tok_9a8b7c6d5e4f3a2b1c monthly; also AIza" + "SyD3Xq7Lr9Kp2Wm5Nv8Bc1Fg4Hj6Tk0Qz2Y and token=tok_9a8b7c6d5e4f3a2b1c"
+    out = mask_new(answer, source)
+    assert "tok_9a8b7c6d5e4f3a2b1c" in out and "AIza" not in out and "[REDACTED]" in out
+
+
+def test_prose_values_must_look_like_secrets() -> None:
+    assert mask("the password is hunter22") == "the password is [REDACTED]"
+    assert mask("the password is rotated weekly") == "the password is rotated weekly"
+    assert mask("the password is 'swordfish'") == "the password is '[REDACTED]'"
+    assert mask("Note: the password is Stg#4kd9. Rotate it.") == "Note: the password is [REDACTED]. Rotate it."

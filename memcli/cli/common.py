@@ -57,7 +57,13 @@ class MemcliGroup(TyperGroup):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0) from None
         except OSError as exc:  # permissions, a full disk: the user's to fix, not a traceback
-            fail(ctx, f"{exc.strerror or exc} ({exc.filename or ''})".strip(" ()"), 1)
+            fail(ctx, os_error_message(exc), 1)
+
+
+def os_error_message(exc: OSError) -> str:
+    """`Permission denied (/path/to/file)`: the reason, then the file when there is one."""
+    reason = exc.strerror or str(exc)
+    return f"{reason} ({exc.filename})" if exc.filename else reason
 
 
 def fail(ctx: Any, message: str, code: int) -> None:
@@ -76,8 +82,9 @@ class Opts:
     quiet: bool = False
     wait: float = 10.0
 
-    def open_store(self) -> Store:
-        return Store.open(self.store)
+    def open_store(self, check: bool = True) -> Store:
+        """The store; `check=False` (doctor only) opens one whose layout is unsafe, to report it."""
+        return Store.open(self.store, check=check)
 
 
 app = typer.Typer(

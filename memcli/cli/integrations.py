@@ -289,6 +289,10 @@ def _render_status(data: dict[str, Any]) -> None:
     queue = data["review_queue"]
     console.print(f"Review queue: {queue['open']} open ({queue['total']} in all)"
                   + (" - see `memcli review list`" if queue["open"] else ""), highlight=False)
+    for journal_file in data.get("pending_runs", []):
+        console.print(f"[bold red]An interrupted run is waiting to be recovered[/] ({journal_file}): "
+                      "the next writing command, or `memcli doctor --fix`, finishes or rolls it back",
+                      highlight=False)
     _render_health(data["health"])
 
 

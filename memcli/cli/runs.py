@@ -119,14 +119,14 @@ def _actions_table(outcome: Outcome) -> None:
     table.add_column("why", overflow="fold", ratio=1)
     whys = outcome.whys + [""] * (len(outcome.actions) - len(outcome.whys))
     for action, why in zip(outcome.actions, whys, strict=False):
-        table.add_row(action["type"], _ids(action), why or action.get("reason", ""))
+        table.add_row(str(action["type"]), _ids(action), why or str(action.get("reason", "")))
     console.print(table)
 
 
 def _ids(action: dict[str, Any]) -> str:
     """One id a line: ids are 30 characters and would wrap mid-id in a narrow terminal."""
     ids = action.get("source_ids") or action.get("memory_ids") or [action.get("memory_id")]
-    lines = [str(i) for i in ids if i != action.get("result_id")]
+    lines = [str(i) for i in (ids if isinstance(ids, list) else [ids]) if i != action.get("result_id")]
     return "\n".join(lines + ([f"-> {action['result_id']}"] if action.get("result_id") else []))
 
 
@@ -157,10 +157,11 @@ def log_cmd(
     if o.json:
         emit_json({"entries": entries})
         return
+    entries = [history.shown_entry(e) for e in entries]  # a hand-edited entry is shown, never a crash
     if run:
         for entry in entries:
             render_outcome(Outcome(entry["run_id"], entry["trigger"], entry["timestamp"],
-                                   entry.get("actions", []), entry.get("stats", {})), False, False, None)
+                                   entry["actions"], entry["stats"]), False, False, None)
         return
     table = Table(title=f"Last {len(entries)} runs")
     table.add_column("run", no_wrap=True)
@@ -194,6 +195,8 @@ def stats(ctx: typer.Context) -> None:
     """
     o = opts(ctx)
     report = history.store_stats(o.open_store())
+    for problem in report["problems"]:  # bad files are named, on stderr
+        sys.stderr.write(f"skipped: {problem}\n")
     if o.json:
         emit_json(report)
         return

@@ -79,7 +79,7 @@ def doctor(
     Example: memcli doctor      memcli doctor --fix      memcli doctor --json
     """
     o = opts(ctx)
-    store = o.open_store()
+    store = o.open_store(check=False)  # an unsafe layout is reported, not refused (--fix refuses it)
     report = doctor_core.repair(store, o.wait) if fix else doctor_core.diagnose(store)
     if o.json:
         emit_json(report.to_json())

@@ -105,8 +105,9 @@ def undone_by(entries: list[dict[str, Any]], run_id: str) -> str | None:
     for entry in reversed(entries):
         if entry.get("trigger") != "undo":
             continue
+        actions = entry.get("actions")
         names = any(a.get("type") == "undo" and a.get("run_id") == run_id
-                    for a in entry.get("actions", []) if isinstance(a, dict))
+                    for a in (actions if isinstance(actions, list) else []) if isinstance(a, dict))
         undo_id = str(entry.get("run_id"))
         if names and undo_id != run_id and undone_by(entries, undo_id) is None:
             return undo_id

@@ -977,7 +977,7 @@ def _file_count(folder: Folder) -> int:
 
     try:
         return sum(1 for p in folder.path.iterdir() if fmt_of(p) is not None)
-    except FileNotFoundError:
+    except OSError:  # gone, or unreadable (a scan reports it)
         return 0
 
 
@@ -988,15 +988,37 @@ def apply(store: Store, planning: Planning) -> Outcome:
     """Execute a plan (the caller holds the lock), then log it and update the store's state."""
     started = time.monotonic()
     plan = planning.plan
+    opsfiles.preflight(store.root)  # an ops file of the wrong shape stops the run before any change
     applied = journal.execute(store, plan)
     outcome = _outcome(plan, applied.actions, applied.skips, started)
+    outcome.notes += [_skip_note(skip) for skip in applied.skips if skip["reason"] in _SKIP_NOTES]
+    try:
+        hashes = _commit(store, planning, applied, outcome)
+    except journal.RecordingFailed as exc:  # the run happened: say so, and how it gets finished
+        outcome.notes += [f"warning: {exc}"] + _problem_notes(planning.problems)
+        return outcome
+    with contextlib.suppress(OSError, ValueError):  # caches: a failure costs the next run time, no more
+        caches.save_sig_caches(store, planning.sigs, hashes)
+        caches.save_pair_caches(store, planning.pairs)
+        if planning.vectors is not None:
+            planning.vectors.save(prune=plan.trigger in ("manual", "weekly"))
+    outcome.notes += _problem_notes(planning.problems)
+    from memcli.recall import index as recall_index  # the search index follows every write
+
+    recall_index.after_run(store, sorted({f for a in applied.actions for f in a.folders} - {"archive"}))
+    return outcome
+
+
+def _commit(store: Store, planning: Planning, applied: journal.Applied,
+            outcome: Outcome) -> dict[str, set[str] | None]:
+    plan = planning.plan
     state = {"run_id": plan.run_id, "at": plan.at, "trigger": plan.trigger,
              "success": plan.trigger in TRIGGERS or plan.trigger == "review",
              "flagged_done": plan.flagged_done,
              **caches.listings_update(planning.listings, plan.covered)}
     if planning.state_extra:
         state["extra"] = {**state.get("extra", {}), **planning.state_extra}
-    hashes = journal.commit(store, plan.run_id, {
+    return journal.commit(store, plan.run_id, {
         "folders": sorted({f for a in applied.actions for f in a.folders}),
         "covered": plan.covered,
         "review": [a.review for a in applied.actions if a.review],
@@ -1004,16 +1026,15 @@ def apply(store: Store, planning: Planning) -> Outcome:
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
         **caches.refresh_map(planning.refresh, plan, applied.actions),
-    })
-    caches.save_sig_caches(store, planning.sigs, hashes)
-    caches.save_pair_caches(store, planning.pairs)
-    if planning.vectors is not None:
-        planning.vectors.save(prune=plan.trigger in ("manual", "weekly"))
-    outcome.notes += _problem_notes(planning.problems)
-    from memcli.recall import index as recall_index  # the search index follows every write
+    }, applied.files)
 
-    recall_index.after_run(store, sorted({f for a in applied.actions for f in a.folders} - {"archive"}))
-    return outcome
+
+_SKIP_NOTES = {"unsafe_path": "{detail}", "unreadable": "its file cannot be read"}
+
+
+def _skip_note(skip: dict[str, Any]) -> str:
+    why = _SKIP_NOTES[skip["reason"]].format(detail=skip.get("detail", ""))
+    return f"skipped {skip.get('action')} of {skip.get('memory_id')}: {why}"
 
 
 def _problem_notes(problems: list[Problem]) -> list[str]:

@@ -10,8 +10,8 @@ import orjson
 
 from memcli.consolidate import engine, review
 from memcli.errors import MemcliError, NotFoundError, PlanMismatchError
-from memcli.store import log
-from memcli.store.model import Outcome, Plan, format_ts, now, sha256
+from memcli.store import journal, log, paths
+from memcli.store.model import Outcome, Plan, format_ts, now, ts_or_none
 from memcli.store.store import Store
 
 _BARS = "▁▂▃▄▅▆▇█"
@@ -31,20 +31,37 @@ def store_stats(store: Store) -> dict[str, Any]:
     """Memories by scope and type, runs, actions by type, memory count over time."""
     by_scope: dict[str, Counter[str]] = {}
     total = 0
+    problems: list[str] = []  # bad files skipped, by path and reason
     for folder in store.memory_folders():
         scan = store.scan(folder, load=False)
         counts = by_scope.setdefault(folder.scope, Counter())
         counts.update(str(e.get("type")) for e in scan.entries)
         total += len(scan.entries)
-    archived = len(store.scan(store.archive_folder(), load=False).entries)
-    entries = log.read_entries(store.root)
-    actions = Counter(a.get("type") for e in entries for a in e.get("actions", []))
-    series = [int(e.get("stats", {}).get("memory_count", 0)) for e in entries]
+        problems += [str(p) for p in scan.problems if p.severity == "error"]
+    archive = store.scan(store.archive_folder(), load=False)
+    archived = len(archive.entries)
+    problems += [str(p) for p in archive.problems if p.severity == "error"]
+    entries = [shown_entry(e) for e in log.read_entries(store.root)]
+    actions = Counter(a["type"] for e in entries for a in e["actions"])
+    series = [count if type(count := e["stats"].get("memory_count")) is int else 0 for e in entries]
     return {"memory_count": total, "archived_count": archived,
             "by_scope_type": {k: dict(v) for k, v in by_scope.items()},
-            "runs": len(entries), "runs_by_trigger": dict(Counter(e.get("trigger") for e in entries)),
+            "runs": len(entries), "runs_by_trigger": dict(Counter(e["trigger"] for e in entries)),
             "actions_by_type": dict(actions), "memory_count_over_time": series,
-            "chart": sparkline(series)}
+            "chart": sparkline(series), "problems": problems}
+
+
+def shown_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A log entry as the renderers read it: `run_id`, `timestamp` and `trigger` strings,
+    `actions` a list of objects each with a `type`, `stats` an object, whatever the file
+    holds (an entry written by hand may lack any of them: shown, never a crash)."""
+    actions = entry.get("actions")
+    stats = entry.get("stats")
+    return {**entry,
+            **{key: str(entry.get(key) or "?") for key in ("run_id", "timestamp", "trigger")},
+            "actions": [{**a, "type": str(a.get("type") or "?")} for a in actions if isinstance(a, dict)]
+            if isinstance(actions, list) else [],
+            "stats": stats if isinstance(stats, dict) else {}}
 
 
 def sparkline(values: list[int], width: int = 60) -> str:
@@ -144,12 +161,24 @@ def _merge_pair(store: Store, ids: list[str]) -> Outcome:
 
 
 def apply_plan_file(store: Store, path: Path, wait: float) -> Outcome:
-    """Apply exactly a saved plan: refused whole unless every file is as the plan saw it."""
+    """Apply exactly a saved plan: refused whole unless every file is as the plan saw it.
+    The plan is input like any file: refused whole, before anything changes, unless it
+    reads as a plan memcli writes (`plan_problem`): its paths memory files inside the store's
+    memory folders, with no symlink on the way."""
     try:
-        plan = Plan.from_json(orjson.loads(path.read_bytes()))
+        raw = orjson.loads(path.read_bytes())
     except FileNotFoundError as exc:
         raise MemcliError(f"{path}: no such plan file") from exc
-    except (ValueError, KeyError, TypeError) as exc:
+    except OSError as exc:
+        raise MemcliError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    except ValueError as exc:
+        raise MemcliError(f"{path}: not a memcli plan (not valid JSON: {exc})") from exc
+    problem = plan_problem(store, raw)
+    if problem:
+        raise MemcliError(f"{path}: refused, nothing was changed: {problem}")
+    try:
+        plan = Plan.from_json(raw)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise MemcliError(f"{path}: not a memcli plan ({exc})") from exc
     with store.writing(wait):
         changed = _changed_since_plan(store, plan)
@@ -159,17 +188,71 @@ def apply_plan_file(store: Store, path: Path, wait: float) -> Outcome:
         return engine.apply(store, engine.Planning(plan))
 
 
+_OP_KINDS = ("write", "create", "remove")
+
+
+def plan_problem(store: Store, raw: Any) -> str | None:
+    """Why `raw` is not a plan memcli would apply, or None (SPEC 8: paths from plan files are
+    validated before use: relative, inside the memory folders, no symlinked component)."""
+    if not isinstance(raw, dict):
+        return "not a memcli plan (not a JSON object)"
+    if paths.too_deep(raw):
+        return "not a memcli plan (nested deeper than any plan memcli writes)"
+    if not paths.is_run_id(raw.get("run_id")):
+        return f"not a memcli plan (bad run id {raw.get('run_id')!r})"
+    if not isinstance(raw.get("trigger"), str) or ts_or_none(raw.get("at")) is None:
+        return "not a memcli plan (no trigger or no valid 'at' timestamp)"
+    for key in ("actions", "deferred"):
+        actions = raw.get(key, [])
+        if not isinstance(actions, list):
+            return f"not a memcli plan ('{key}' is not a list)"
+        for action in actions:
+            problem = _action_problem(store, action)
+            if problem:
+                return problem
+    for key in ("covered", "flagged_done", "notes"):
+        if not isinstance(raw.get(key, []), list):
+            return f"not a memcli plan ('{key}' is not a list)"
+    if any(paths.folder_problem(rel) for rel in raw.get("covered", [])):
+        return "plan covers something that is not a memory folder of the store"
+    if not all(paths.str_list(pair) for pair in raw.get("flagged_done", [])) or not paths.str_list(
+            raw.get("notes", [])) or type(raw.get("memory_count", 0)) is not int:
+        return "not a memcli plan (a field of the wrong type)"
+    return None
+
+
+def _action_problem(store: Store, action: Any) -> str | None:
+    if not isinstance(action, dict) or not isinstance(action.get("type"), str) \
+            or not isinstance(action.get("log"), dict) or not isinstance(action.get("ops", []), list):
+        return "not a memcli plan (an action without a type, a log entry or a list of file changes)"
+    if not paths.str_list(action.get("touches", [])) or not isinstance(action.get("why", ""), str):
+        return "not a memcli plan (an action with fields of the wrong type)"
+    folders = action.get("folders", [])
+    if not isinstance(folders, list) or any(paths.folder_problem(rel) for rel in folders):
+        return "plan names a folder that is not a memory folder of the store"
+    review_item = action.get("review")
+    if review_item is not None and not (isinstance(review_item, dict)
+                                        and paths.str_list(review_item.get("memory_ids"))):
+        return "not a memcli plan (a review item without its memory ids)"
+    for op in action.get("ops", []):
+        if not isinstance(op, dict) or op.get("kind") not in _OP_KINDS:
+            return "not a memcli plan (a file change that is not write, create or remove)"
+        if any(not isinstance(op.get(key), (str, type(None))) for key in ("expect", "data")):
+            return "not a memcli plan (a file change with fields of the wrong type)"
+        problem = paths.path_problem(store.root, op.get("path"))
+        if problem:
+            return f"plan names a path memcli does not own: {problem}"
+    return None
+
+
 def _changed_since_plan(store: Store, plan: Plan) -> list[str]:
+    """Files whose content changed since the plan. A file that became bad input (a symlink,
+    unreadable) is not a change of content: its action is skipped when applied, as bad input
+    always is, and the rest of the plan goes on."""
     first: dict[str, str | None] = {}
     for action in plan.actions:
         for op in action.ops:
             first.setdefault(op.path, op.expect)
-    changed = []
-    for rel, expect in first.items():
-        if ".." in Path(rel).parts or Path(rel).is_absolute():
-            raise MemcliError(f"plan names a path outside the store: {rel}")
-        path = store.root / rel
-        current = sha256(path.read_bytes()) if path.exists() else None
-        if current != expect:
-            changed.append(rel)
-    return changed
+    bad_input = (journal.SYMLINK, journal.UNREADABLE)
+    return [rel for rel, expect in first.items()
+            if (now := journal.hash_of(store.root / rel)) != expect and now not in bad_input]

@@ -92,7 +92,7 @@ def attach(store: Store, opts: Any, flag: bool | None) -> list[str]:
         return []
     from memcli.consolidate import llm
     from memcli.consolidate.llm_command import NESTED_ENV, CommandClient
-    from memcli.secrets import Masker
+    from memcli.secrets import Masker, mask_new
 
     cfg = store.settings.llm
     client: Any
@@ -120,7 +120,7 @@ def attach(store: Store, opts: Any, flag: bool | None) -> list[str]:
         if text is None:
             run.saw(client.last_error)
             return extractive_summary(details, max_chars), "extractive"
-        return text, "llm"
+        return mask_new(text, details), "llm"  # the memory's own secrets come back, no others
 
     opts.summarizer = summarize
     opts.judge = run
@@ -132,16 +132,26 @@ def judge(judge: Any, masker: Any, pairs: list[tuple[str, str, str, float, str |
     """Ask the LLM about (pair_id, older text, newer text, similarity, guard) tuples.
     `judge` is the run's `LlmRun` (or a bare client)."""
     from memcli.consolidate.llm import PairCandidate
+    from memcli.secrets import mask, mask_new
 
     candidates = [PairCandidate(pid, a, b, score, guard) for pid, a, b, score, guard in pairs]
     if not candidates:
         return []
     if not isinstance(judge, LlmRun):
-        return list(judge.judge_pairs(candidates, masker))
-    judge.ready()
-    decisions = list(judge.client.judge_pairs(candidates, masker))
-    for decision in decisions:
-        judge.saw(decision.reason if decision.action == "SKIP" else None)
+        decisions = list(judge.judge_pairs(candidates, masker))
+    else:
+        judge.ready()
+        decisions = list(judge.client.judge_pairs(candidates, masker))
+        for decision in decisions:
+            judge.saw(decision.reason if decision.action == "SKIP" else None)
+    # No LLM output reaches the log or a memory unmasked (SPEC 9): the reason goes to the log,
+    # masked whatever it echoes; a merged summary goes into a memory, with the pair's own
+    # secrets restored and any other secret-shaped text the model produced masked.
+    for candidate, decision in zip(candidates, decisions, strict=False):
+        decision.reason = mask(decision.reason)
+        if decision.merged_summary:
+            source = candidate.text_a + "\n" + candidate.text_b
+            decision.merged_summary = mask_new(decision.merged_summary, source)
     return decisions
 
 

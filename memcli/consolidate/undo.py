@@ -18,7 +18,6 @@ Undo reads `archive/runs/<run_id>/manifest.json`. For each file the run changed:
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ import orjson
 from memcli.consolidate import decisions, engine, rules
 from memcli.consolidate.decisions import undone_by
 from memcli.errors import MemcliError, NotFoundError, UndoRefusedError
-from memcli.store import journal, log
+from memcli.store import fsops, journal, log, paths
 from memcli.store.model import (
     ARCHIVE_FIELDS,
     Action,
@@ -45,8 +44,7 @@ from memcli.store.model import (
 )
 from memcli.store.store import Folder, Store
 
-RUN_ID_RE = re.compile(r"^run_[0-9A-Za-z_-]{1,64}$")
-_ROOTS = ("agent", "team", "global", "archive")
+RUN_ID_RE = paths.RUN_ID_RE
 
 
 @dataclass
@@ -186,45 +184,38 @@ def check_undoable(store: Store, run_id: str) -> None:
 def read_manifest(store: Store, run_id: str) -> list[Change]:
     path = journal.run_dir(store, run_id) / "manifest.json"
     try:
-        raw = orjson.loads(path.read_bytes())
+        raw = orjson.loads(fsops.read_bytes(path))
     except FileNotFoundError as exc:
         raise UndoRefusedError(f"{run_id} changed no memory file (it has no manifest): "
                                "nothing to undo") from exc
     except (OSError, ValueError) as exc:
         raise UndoRefusedError(f"{store.rel(path)} is unreadable ({exc}); cannot undo {run_id}") from exc
-    try:
-        changes = [Change(str(f["path"]), f.get("sha256_before"), f.get("sha256_after"))
-                   for f in raw["files"]]
-    except (KeyError, TypeError) as exc:
-        raise UndoRefusedError(f"{store.rel(path)} is not a run manifest; cannot undo {run_id}") from exc
-    for change in changes:
-        _check_path(change.path, run_id)
-    return changes
-
-
-def _check_path(rel: str, run_id: str) -> None:
-    parts = Path(rel).parts
-    if (not parts or Path(rel).is_absolute() or ".." in parts or parts[0] not in _ROOTS
-            or parts[:2] == ("archive", "runs")):
-        raise UndoRefusedError(f"the manifest of {run_id} names a path memcli does not own: {rel!r}")
+    files = raw.get("files") if isinstance(raw, dict) else None
+    hashes = ("sha256_before", "sha256_after")
+    if not isinstance(files, list) or paths.too_deep(raw) or not all(
+            isinstance(f, dict) and all(paths.is_hash(f.get(key)) for key in hashes) for f in files):
+        raise UndoRefusedError(f"{store.rel(path)} is not a run manifest; cannot undo {run_id}")
+    for f in files:
+        problem = paths.path_problem(store.root, f.get("path"))
+        if problem:
+            raise UndoRefusedError(f"the manifest of {run_id} names a path memcli does not own: {problem}")
+    return [Change(str(f["path"]), f.get("sha256_before"), f.get("sha256_after")) for f in files]
 
 
 def current_hash(store: Store, rel: str) -> str | None:
-    """The file's hash now (None: nothing there; a symlink never matches a hash)."""
-    path = store.root / rel
-    if path.is_symlink():
-        return journal.SYMLINK
-    try:
-        return sha256(path.read_bytes())
-    except FileNotFoundError:
-        return None
+    """The file's hash now (None: nothing there; a symlink or a file memcli may not read
+    never matches a hash)."""
+    return journal.hash_of(store.root / rel)
 
 
 def describe_change(store: Store, change: Change) -> str:
     if change.after is None:
         return f"{change.path} (exists again)"
-    if not (store.root / change.path).exists():
+    now = current_hash(store, change.path)
+    if now is None:
         return f"{change.path} (gone)"
+    if now in (journal.SYMLINK, journal.UNREADABLE):
+        return f"{change.path} ({'now a symlink' if now == journal.SYMLINK else 'cannot be read'})"
     return f"{change.path} (changed)"
 
 
@@ -245,7 +236,7 @@ def _restore_op(store: Store, run_id: str, change: Change) -> FileOp:
 def _pre_image(store: Store, run_id: str, change: Change) -> bytes:
     path = journal.run_dir(store, run_id) / change.path
     try:
-        data = path.read_bytes()
+        data = fsops.read_bytes(path)
     except OSError as exc:
         raise UndoRefusedError(f"the pre-image {store.rel(path)} is missing; cannot undo {run_id}") from exc
     if sha256(data) != change.before:
@@ -265,7 +256,11 @@ def _archive_created(store: Store, planner: engine.Planner, change: Change, fold
     folded into it since (`folded`)."""
     path = store.root / change.path
     fmt = fmt_of(path) or "json"
-    raw = path.read_bytes()
+    try:
+        raw = fsops.read_bytes(path)
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise UndoRefusedError(f"{change.path} cannot be read ({reason}); cannot archive it") from exc
     expect = sha256(raw) if folded else (change.after or sha256(raw))  # as the run (and folds) left it
     try:
         mem = Memory(decode(raw, fmt), path, fmt, expect)
@@ -409,7 +404,7 @@ def _index_folder(rel: str) -> str:
 
 def _live_count_after(store: Store, actions: list[Action]) -> int:
     """How many memory files the live folders will hold once the actions are done."""
-    count = sum(1 for f in store.memory_folders() for p in f.path.iterdir() if fmt_of(p))
+    count = sum(len(store.memory_names(f)) for f in store.memory_folders())
     for op in (op for action in actions for op in action.ops):
         if op.path.split("/", 1)[0] != "archive":
             count += {"create": 1, "remove": -1}.get(op.kind, 0)

@@ -276,8 +276,13 @@ def _open_log(root: str) -> int:
     """The log open for appending (O_APPEND: concurrent hooks never overwrite each other),
     rotated first when it has grown past LOG_MAX_BYTES. Never follows a symlink."""
     ops = os.path.join(root, "ops")
-    if not os.path.isdir(ops):
+    try:
+        st = os.lstat(ops)
+    except FileNotFoundError:
         os.mkdir(ops)  # only ever called for a store (SPEC 1), never for a stray folder
+    else:
+        if not _is_dir(st.st_mode):  # a symlinked ops/ would take the log out of the store (SPEC 8)
+            raise OSError(f"{ops} is not a real folder; the hook log is not written")
     path = os.path.join(ops, LOG_NAME)
     flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT
              | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -292,6 +297,10 @@ def _open_log(root: str) -> int:
         return fd
     os.close(fd)
     return os.open(path, flags, 0o644)
+
+
+def _is_dir(mode: int) -> bool:
+    return (mode & 0o170000) == 0o040000  # stat.S_ISDIR without importing stat on the hot path
 
 
 def _rotate(fd: int, path: str) -> bool:

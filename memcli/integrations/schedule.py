@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memcli.errors import LockTimeoutError
-from memcli.store import fsops, index, opsfiles
+from memcli.store import fsops, index, journal, opsfiles
 from memcli.store.model import fmt_of, format_ts, now, ts_or_none
 from memcli.store.store import Folder, Store
 
@@ -130,7 +130,7 @@ def count_memory_files(folder: Path) -> int:
         with os.scandir(folder) as items:
             return sum(1 for item in items
                        if fmt_of(Path(item.name)) is not None and item.is_file(follow_symlinks=False))
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # gone, or unreadable (doctor reports it)
         return 0
 
 
@@ -283,6 +283,7 @@ def collect_status(store: Store, moment: dt.datetime) -> dict[str, Any]:
         "overflow_due": overflowing(counts, state, threshold),
         "indexes": _index_sizes(store, counts, threshold),
         "review_queue": review_queue_counts(store.root),
+        "pending_runs": [store.rel(path) for path in journal.pending(store)],
     }
 
 

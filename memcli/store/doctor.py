@@ -12,6 +12,12 @@ bad input: `unreadable`, `invalid`, `symlink`, `too_large`, `bad_file`. Warnings
 archived record lacking one of the four archive fields), `bad_folder` (something under agent/
 or team/ that is not a memory folder, so memcli never looks inside). Only what needs no guessing is fixed.
 
+Hostile input (SPEC 8) has its own errors: `unsafe_folder` (a top-level folder that is a
+symlink or not a folder, or a lock file that is not a regular file: every other command
+refuses the store until it is moved aside; doctor looks at nothing behind it),
+`journal_invalid` (a journal that does not read as one memcli wrote: never acted on), and
+`duplicate_id` also for one id stored as both `<id>.json` and `<id>.md` in one folder.
+
 `ok` is false while any error remains; warnings are reported and do not fail. Without
 `--fix` nothing is written and no lock is taken; a journal or temporary file that belongs to
 a memcli process writing right now (the store lock is held) is only a warning.
@@ -26,11 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from memcli.consolidate import review
 from memcli.errors import MemcliError
-from memcli.store import fsops, index, journal, log, opsfiles
+from memcli.store import fsops, index, journal, opsfiles
 from memcli.store.model import fmt_of
 from memcli.store.store import FolderScan, Store, StoreScan, is_valid_scope_id
 
@@ -90,9 +93,15 @@ def repair(store: Store, wait: float = 10.0) -> Report:
 
 
 def check(store: Store, writer_active: bool = False) -> list[Finding]:
-    found = check_ops_files(store) + check_leftovers(store, writer_active) + check_folders(store)
-    scan = store.scan_all(load=True, archive=True)
+    layout = [_from_problem(p) for p in store.layout_problems()]
+    unsafe = {f.path for f in layout}
+    if "ops" not in unsafe:  # nothing behind a linked ops/ is read
+        layout += check_ops_files(store) + check_leftovers(store, writer_active)
+    found = layout
+    found += check_folders(store)
+    scan = store.scan_all(load=True, archive=True)  # (never behind an unsafe top-level folder)
     found += [_from_problem(p) for p in scan.problems if p.code not in _SCAN_OWN_CODES]
+    found += check_twins(store, scan)
     dups = duplicate_ids(scan)
     for folder_scan in scan.folders:
         found += check_index(store, folder_scan, dups)
@@ -123,47 +132,40 @@ def _recover(store: Store) -> list[str]:
 
 
 def check_ops_files(store: Store) -> list[Finding]:
+    """The log, state file and review queue read, have their shape, and can be written back
+    (a run refuses to start otherwise)."""
     found = []
-    for path, key in ((log.log_path(store.root), "entries"), (opsfiles.state_path(store.root), None),
-                      (review.queue_path(store.root), "items")):
-        reason = _ops_file_problem(path, key)
+    for path in opsfiles.ops_files(store.root):
+        reason = opsfiles.file_problem(path)
         if reason:
+            reason = reason.removeprefix(f"{path}: ")
             found.append(Finding("ops_unreadable", store.rel(path), "error",
-                                 f"{reason}; memcli will not overwrite it: fix it or move it aside"))
+                                 f"{reason}; memcli will not overwrite it, and runs refuse to start "
+                                 "until it is fixed or moved aside"))
     return found
-
-
-def _ops_file_problem(path: Path, list_key: str | None) -> str | None:
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        return f"not valid JSON ({exc})"
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    if list_key is not None and not isinstance(data.get(list_key, []), list):
-        return f"'{list_key}' is not a list"
-    return None
 
 
 def check_leftovers(store: Store, writer_active: bool) -> list[Finding]:
     severity = "warning" if writer_active else "error"
     busy = " (a memcli process holds the store lock: it may be writing right now)" if writer_active else ""
-    found = [Finding("journal_pending", store.rel(p), severity, _journal_message(p) + busy)
-             for p in journal.pending(store)]
+    found = [_journal_finding(store, p, severity, busy) for p in journal.pending(store)]
     found += [Finding("tmp_file", store.rel(p), severity,
                       "temporary file left by an interrupted write; --fix removes it" + busy)
               for p in fsops.leftover_tmp_files(store.root)]
     return found
 
 
-def _journal_message(path: Path) -> str:
-    try:
-        data = orjson.loads(path.read_bytes())
-        phase = data.get("phase")
-    except (OSError, ValueError, AttributeError):
-        return "unreadable journal of an interrupted run; move it aside once you have looked at it"
+def _journal_finding(store: Store, path: Path, severity: str, busy: str) -> Finding:
+    data, problem = journal.read_journal(store, path)
+    if data is None:
+        return Finding("journal_invalid", store.rel(path), "error",
+                       f"not a journal memcli acts on ({problem}); it is left alone: move it aside "
+                       "once you have looked at it")
+    return Finding("journal_pending", store.rel(path), severity, _journal_message(data) + busy)
+
+
+def _journal_message(data: dict[str, Any]) -> str:
+    phase = data.get("phase")
     if phase == "committed":
         return f"run {data.get('run_id')} died after its changes were done; --fix finishes it"
     return f"run {data.get('run_id')} died half-way; --fix rolls it back from its pre-images"
@@ -175,6 +177,8 @@ def _writer_active(store: Store) -> bool:
         import fcntl
     except ImportError:  # pragma: no cover - not on POSIX: assume nobody writes
         return False
+    if not store.real_dir(store.ops):
+        return False  # nothing behind a linked ops/ is opened
     try:
         fd = os.open(store.ops / ".lock", os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
@@ -193,7 +197,12 @@ def check_folders(store: Store) -> list[Finding]:
     found = []
     for scope in ("agent", "team"):
         base = store.root / scope
-        children = sorted(base.iterdir()) if base.is_dir() and not base.is_symlink() else []
+        try:
+            children = sorted(base.iterdir()) if store.real_dir(base) else []
+        except OSError as exc:
+            found.append(Finding("unreadable", scope, "error", f"folder cannot be read ({exc.strerror}); "
+                                 "nothing in it is looked at or touched"))
+            continue
         for child in children:
             if not (child.is_dir() and not child.is_symlink() and is_valid_scope_id(child.name)):
                 found.append(Finding("bad_folder", store.rel(child), "warning",
@@ -203,6 +212,22 @@ def check_folders(store: Store) -> list[Finding]:
 
 
 # ---------------------------------------------------------------- files and indices
+
+
+def check_twins(store: Store, scan: StoreScan) -> list[Finding]:
+    """One id stored twice in one folder (`<id>.json` and `<id>.md`): the scan keeps one of
+    them as the memory, so it is found from the file names. (Twins in two folders the scan
+    reports itself.)"""
+    found = []
+    for mem_id, places in store.duplicate_ids().items():
+        folders = {p.rsplit("/", 1)[0] for p in places}
+        if len(folders) == len(places):
+            continue  # each in its own folder: reported by the scan
+        for place in places:
+            others = ", ".join(p for p in places if p != place)
+            found.append(Finding("duplicate_id", place, "error", f"duplicate id {mem_id} (also in {others}); "
+                                 "left out of every run until one copy is renamed or moved aside"))
+    return found
 
 
 def duplicate_ids(scan: StoreScan) -> set[str]:
@@ -267,12 +292,16 @@ def rebuild_indices(store: Store) -> list[str]:
     """Rewrite every index the checks find wrong, from the files."""
     scan = store.scan_all(load=True, archive=True)
     dups = duplicate_ids(scan)
-    rebuilt = []
+    rebuilt, failed = [], []
     for folder_scan in scan.folders:
-        if check_index(store, folder_scan, dups):
-            store.save_index(folder_scan.folder, folder_scan.entries)
-            rebuilt.append(folder_scan.folder.rel)
-    return [f"rebuilt the index of {', '.join(rebuilt)}"] if rebuilt else []
+        if not folder_scan.unreadable and check_index(store, folder_scan, dups):
+            try:
+                store.save_index(folder_scan.folder, folder_scan.entries)
+                rebuilt.append(folder_scan.folder.rel)
+            except OSError as exc:  # one folder memcli may not write: the others are still fixed
+                reason = exc.strerror or exc
+                failed.append(f"could not rebuild the index of {folder_scan.folder.rel} ({reason})")
+    return ([f"rebuilt the index of {', '.join(rebuilt)}"] if rebuilt else []) + failed
 
 
 # ---------------------------------------------------------------- ids and links
@@ -318,9 +347,10 @@ def _links(entry: dict[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def _all_file_ids(store: Store) -> Iterator[str]:
-    folders = [f.path for f in store.memory_folders()] + [store.archive]
+    folders = [f.path for f in store.memory_folders()]
+    folders += [store.archive] if store.real_dir(store.archive) else []
     for folder in folders:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             for path in folder.iterdir():
                 if fmt_of(path) is not None:
                     yield path.stem.split("@")[0]

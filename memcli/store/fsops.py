@@ -5,18 +5,44 @@ that `MEMCLI_CRASH_AT=N` can end the process abruptly just before the Nth one: t
 tests use it to prove that a run which dies anywhere is recovered by the next command.
 Writes are atomic: temporary file in the same folder, flush, fsync, rename into place,
 fsync of the folder. A new file never overwrites an existing name.
+
+Nothing memcli writes, moves or unlinks resolves outside the store. A store registers its
+root here (`confine`); a change inside one of its own folders (agent/, team/, global/,
+archive/, ops/, .cache/) is made relative to a folder descriptor reached from the root one
+component at a time with `O_NOFOLLOW | O_DIRECTORY`, so a symlink anywhere below the root
+(or a folder swapped for one mid-run) is refused with `UnsafePathError` instead of being
+followed. A path with a `..` component is refused everywhere. Where the platform has no
+`*at()` calls, each component is checked with `lstat` before the change instead.
+
+Reads of the store's files go through `read_bytes`: never through a link, never blocking on
+a FIFO or a device, never anything but a regular file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from memcli.errors import UnsafePathError
+
 TMP_SUFFIX = ".tmp"
+# The store's own folders: everything below them is reached without following a link.
+STORE_FOLDERS = frozenset({"agent", "team", "global", "archive", "ops", ".cache"})
 _changes = 0
+_roots: set[str] = set()  # absolute store roots registered by `confine`
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+# Changes relative to a folder descriptor need openat, mkdirat, unlinkat, linkat, renameat.
+_AT = bool(_NOFOLLOW and _DIRECTORY) and {os.open, os.mkdir, os.unlink, os.link,
+                                             os.rename} <= os.supports_dir_fd
 
 
 def change_count() -> int:
@@ -33,44 +59,163 @@ def _change() -> None:
         os._exit(70)  # abrupt on purpose: no clean-up, no flush, like a power cut
 
 
+def confine(root: Path) -> None:
+    """Register a store root: changes inside its own folders never follow a link."""
+    _roots.add(os.path.abspath(root))
+
+
+# ---------------------------------------------------------------- folders, safely
+
+
+class _Dir:
+    """An open folder: names of changes are relative to its descriptor (or, without `*at()`
+    support, full paths checked component by component beforehand)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder
+        self.fd = _open_dir(folder)
+
+    def at(self, name: str) -> str:
+        return name if _AT else str(self.path / name)
+
+    @property
+    def dir_fd(self) -> int | None:
+        return self.fd if _AT else None
+
+    def sync(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@contextlib.contextmanager
+def _folder(folder: Path) -> Iterator[_Dir]:
+    handle = _Dir(folder)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def _absolute(path: Path) -> str:
+    if ".." in path.parts:
+        raise UnsafePathError(f"{path}: a path with '..' in it; memcli never writes through one")
+    return os.path.abspath(path)
+
+
+def _store_part(path: str) -> tuple[str, list[str]] | None:
+    """(root, components below it) when `path` lies in a registered store's own folders."""
+    probe = path
+    while True:
+        parent = os.path.dirname(probe)
+        if probe in _roots:
+            parts = [p for p in path[len(probe):].split(os.sep) if p]
+            return (probe, parts) if parts and parts[0] in STORE_FOLDERS else None
+        if parent == probe:
+            return None
+        probe = parent
+
+
+def _open_dir(folder: Path) -> int:
+    """A descriptor on `folder`. Inside a store's own folders it is reached from the root
+    without following any link; elsewhere (a folder the user named) links are followed."""
+    path = _absolute(folder)
+    inside = _store_part(path)
+    if inside is None:
+        return os.open(path, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    root, parts = inside
+    if not _AT:
+        _check_components(root, parts)
+        return os.open(path, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    for depth, part in enumerate(parts):
+        try:
+            child = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                raise _unsafe(root, parts[:depth + 1]) from None
+            raise
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+def _check_components(root: str, parts: list[str]) -> None:
+    probe = root
+    for depth, part in enumerate(parts):
+        probe = os.path.join(probe, part)
+        try:
+            st = os.lstat(probe)
+        except FileNotFoundError:
+            return  # the change itself reports the missing folder
+        if not stat.S_ISDIR(st.st_mode):
+            raise _unsafe(root, parts[:depth + 1])
+
+
+def _unsafe(root: str, parts: list[str]) -> UnsafePathError:
+    rel = "/".join(parts)
+    full = os.path.join(root, *parts)
+    what = "a symlink" if os.path.islink(full) else "not a folder"
+    return UnsafePathError(f"{rel} is {what} (in the store {root}); memcli never writes through "
+                           "links or into anything but a real folder: move it aside and run again")
+
+
 def fsync_dir(folder: Path) -> None:
     """Make a rename or a new name in `folder` durable."""
-    fd = os.open(folder, os.O_RDONLY)
+    with _folder(folder) as handle:
+        handle.sync()
+
+
+# ---------------------------------------------------------------- changes
+
+
+def _mode_of(handle: _Dir, name: str) -> int | None:
+    """The permission bits of an existing regular file, to keep them when it is rewritten."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        st = os.stat(handle.at(name), dir_fd=handle.dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
 
 
-def _write_tmp(folder: Path, name: str, data: bytes) -> Path:
-    tmp = folder / f".{name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+def _write_tmp(handle: _Dir, name: str, data: bytes, mode: int | None = None) -> str:
+    tmp = f".{name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
     _change()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(handle.at(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644,
+                 dir_fd=handle.dir_fd)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        with os.fdopen(fd, "wb") as out:
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)  # a rewrite keeps the file's mode (0600 stays 0600)
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
         raise
     return tmp
 
 
 def write_replace(path: Path, data: bytes) -> None:
-    """Atomically write `path`, replacing it if it exists (rewrites of the same file)."""
-    tmp = _write_tmp(path.parent, path.name, data)
-    _change()
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    """Atomically write `path`, replacing it if it exists (rewrites of the same file).
+    The file keeps its permission bits."""
+    with _folder(path.parent) as handle:
+        tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name))
+        _change()
+        os.rename(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd, dst_dir_fd=handle.dir_fd)
+        handle.sync()
 
 
 def append(path: Path, data: bytes) -> None:
     """Add bytes at the end of an existing cache file, durably. Not atomic: only for caches
     whose reader drops a torn last record (see `index.load_sigs`)."""
-    _change()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+    with _folder(path.parent) as handle:
+        _change()
+        fd = os.open(handle.at(path.name), os.O_WRONLY | os.O_APPEND | _NOFOLLOW | _CLOEXEC,
+                     dir_fd=handle.dir_fd)
     try:
         os.write(fd, data)
         os.fsync(fd)
@@ -78,51 +223,67 @@ def append(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def open_append(path: Path) -> int:
+    """A descriptor to append to an existing log file memcli owns (`ops/hook.log`), opened
+    like every change: never through a link. Not counted: appending to a log is no change
+    of the store's state."""
+    with _folder(path.parent) as handle:
+        return os.open(handle.at(path.name), os.O_WRONLY | os.O_APPEND | _NOFOLLOW | _CLOEXEC | _NONBLOCK,
+                       dir_fd=handle.dir_fd)
+
+
 def write_new(path: Path, data: bytes) -> None:
     """Atomically create `path`; FileExistsError if the name is taken (never overwrites)."""
-    tmp = _write_tmp(path.parent, path.name, data)
-    try:
-        _change()
-        os.link(tmp, path)  # link() fails if the name exists: no window to overwrite
-    finally:
-        _change()
-        os.unlink(tmp)
-    fsync_dir(path.parent)
+    with _folder(path.parent) as handle:
+        tmp = _write_tmp(handle, path.name, data)
+        try:
+            _change()
+            # link() fails if the name exists: no window to overwrite
+            os.link(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd,
+                    dst_dir_fd=handle.dir_fd, follow_symlinks=False)
+        finally:
+            _change()
+            os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
+        handle.sync()
 
 
 def move(src: Path, dst: Path) -> None:
     """Move a file to a new name that must not exist yet, durably."""
-    _change()
-    os.link(src, dst)
-    fsync_dir(dst.parent)
-    _change()
-    os.unlink(src)
-    fsync_dir(src.parent)
+    with _folder(src.parent) as source, _folder(dst.parent) as target:
+        _change()
+        os.link(source.at(src.name), target.at(dst.name), src_dir_fd=source.dir_fd,
+                dst_dir_fd=target.dir_fd, follow_symlinks=False)
+        target.sync()
+        _change()
+        os.unlink(source.at(src.name), dir_fd=source.dir_fd)
+        source.sync()
 
 
 def unlink(path: Path) -> None:
     """Remove a file memcli owns (a journal, a temporary file); never a memory."""
-    _change()
-    os.unlink(path)
-    fsync_dir(path.parent)
+    with _folder(path.parent) as handle:
+        _change()
+        os.unlink(handle.at(path.name), dir_fd=handle.dir_fd)
+        handle.sync()
 
 
 def mkdir(path: Path) -> None:
     """Create a folder and any missing parents, each counted as a change."""
     missing: list[Path] = []
-    probe = path
-    while not probe.exists():
+    probe = Path(_absolute(path))
+    while not os.path.lexists(probe):
         missing.append(probe)
         probe = probe.parent
     for folder in reversed(missing):
-        _change()
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder)
-        fsync_dir(folder.parent)
+        with _folder(folder.parent) as handle:
+            _change()
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(handle.at(folder.name), dir_fd=handle.dir_fd)
+            handle.sync()
 
 
 def ensure_parent(path: Path) -> None:
-    if not path.parent.exists():
+    if not os.path.lexists(path.parent):
         mkdir(path.parent)
 
 
@@ -132,3 +293,40 @@ def leftover_tmp_files(root: Path) -> Iterator[Path]:
         for name in files:
             if name.startswith(".") and name.endswith(TMP_SUFFIX):
                 yield Path(dirpath) / name
+
+
+# ---------------------------------------------------------------- reading, safely
+
+
+class NotRegularFileError(OSError):
+    """A name memcli reads is a FIFO, a device, a socket or a folder: never opened for real."""
+
+
+def open_regular(path: Path) -> int:
+    """A read-only descriptor on a regular file, opened as `read_bytes` opens it (no link, no
+    waiting on a FIFO); for readers that also want the file's fstat."""
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def read_bytes(path: Path, limit: int | None = None, follow: bool = False) -> bytes:
+    """The bytes of a regular file, read without following a link (ELOOP: an OSError; unless
+    `follow`, for a file the user may keep elsewhere, like memcli.toml) and without blocking:
+    a FIFO or a device is never waited on. Raises NotRegularFileError for anything but a
+    regular file, and for one over `limit` bytes; FileNotFoundError as usual."""
+    fd = os.open(path, os.O_RDONLY | (0 if follow else _NOFOLLOW) | _NONBLOCK | _CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+        if limit is not None and st.st_size > limit:
+            raise NotRegularFileError(errno.EFBIG, f"over the {limit}-byte limit", str(path))
+        parts = []
+        while chunk := os.read(fd, max(st.st_size + 1, 1 << 16)):
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)

@@ -73,12 +73,14 @@ def load(folder: Path) -> dict[str, Any] | None:
     """The folder's index, or None when missing. Raises ValueError when it is unreadable."""
     path = folder / INDEX_NAME
     try:
-        raw = path.read_bytes()
+        raw = fsops.read_bytes(path)  # never a link, never a FIFO (an OSError)
     except FileNotFoundError:
         return None
     data = orjson.loads(raw)  # orjson.JSONDecodeError is a ValueError
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise ValueError("not an index (no 'entries' list)")
+    if not all([type(e) is dict for e in data["entries"]]):
+        raise ValueError("not an index (an entry that is not an object)")
     return data
 
 
@@ -119,7 +121,7 @@ def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
     """Replace the entries of `files` (names) with `update(name, old entry or None)`, None
     meaning "no entry". False, with nothing written, when the index could not be spliced."""
     try:
-        raw = (folder / INDEX_NAME).read_bytes()
+        raw = fsops.read_bytes(folder / INDEX_NAME)
     except OSError:
         return False
     split = _split_entries(raw)
@@ -282,7 +284,7 @@ class SigCache:
 def load_sigs(folder: Path) -> SigCache:
     """The folder's signature cache; empty when the cache is missing or unreadable."""
     try:
-        raw = (folder / SIG_NAME).read_bytes()
+        raw = fsops.read_bytes(folder / SIG_NAME)
     except OSError:
         return SigCache()
     if not raw.startswith(_SIG_MAGIC) or len(raw) < len(_SIG_MAGIC) + 2:
@@ -311,7 +313,7 @@ def add_sigs(folder: Path, sigs: dict[str, bytes]) -> None:
     path = folder / SIG_NAME
     width = len(next(iter(sigs.values()), b""))
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(fsops.open_regular(path), "rb") as handle:
             head = handle.read(len(_SIG_MAGIC) + 2)
             size = os.fstat(handle.fileno()).st_size
     except OSError:
@@ -344,7 +346,7 @@ class PairCache:
 
 def load_pairs(folder: Path, params: str) -> PairCache | None:
     try:
-        data = orjson.loads((folder / PAIRS_NAME).read_bytes())
+        data = orjson.loads(fsops.read_bytes(folder / PAIRS_NAME))
         if data.get("params") != params:
             return None
         pairs = {(str(a), str(b)): float(score) for a, b, score in data["pairs"]}
@@ -451,7 +453,7 @@ def load_lastrun(folder: Path) -> Snapshot | None:
     """The folder's snapshot; None when missing or unreadable (the caller then falls back to
     the index). Any inconsistency makes it unreadable: it is only a cache."""
     try:
-        with open(folder / LASTRUN_NAME, "rb") as handle:
+        with os.fdopen(fsops.open_regular(folder / LASTRUN_NAME), "rb") as handle:
             raw = handle.read()
             written_ns = os.fstat(handle.fileno()).st_mtime_ns
         return _parse_lastrun(raw, written_ns)

@@ -9,12 +9,19 @@ back from its pre-images (files it created move to `archive/runs/<run_id>/rolled
 so the store is never left half-changed and nothing is lost. Rolling back is idempotent, so a
 recovery that itself dies is simply done again; a run that fails with an error (not a crash)
 rolls itself back at once. Symlinks are never followed: a path that became one no longer
-matches any planned hash, and the action that expected a file there is skipped.
+matches any planned hash, and the action that expected a file there is skipped; an action
+whose path leads through a symlinked or unwritable folder is skipped before anything starts.
+
+A journal is read back from disk, so it is checked like any input (`journal_problem`): a run
+id, memory-file paths inside the store's memory folders with no link on the way, folders of
+the store. One that fails is left in place, reported, and never acted on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -25,7 +32,7 @@ import orjson
 
 from memcli.consolidate import review
 from memcli.errors import MemcliError
-from memcli.store import fsops, index, log, opsfiles
+from memcli.store import fsops, index, log, opsfiles, paths
 from memcli.store.model import Action, FileOp, Plan, sha256
 from memcli.store.store import Store
 
@@ -37,6 +44,7 @@ class Applied:
     actions: list[Action] = field(default_factory=list)
     skips: list[dict[str, Any]] = field(default_factory=list)
     manifest: list[dict[str, Any]] = field(default_factory=list)
+    files: list[dict[str, Any]] = field(default_factory=list)  # what the run's journal lists
 
 
 def run_dir(store: Store, run_id: str) -> Path:
@@ -48,7 +56,20 @@ def journal_path(store: Store, run_id: str) -> Path:
 
 
 def pending(store: Store) -> list[Path]:
-    return sorted(store.ops.glob(JOURNAL_GLOB)) if store.ops.is_dir() else []
+    return sorted(store.ops.glob(JOURNAL_GLOB)) if store.real_dir(store.ops) else []
+
+
+class RecordingFailed(MemcliError):
+    """A run's memory changes are done and committed, but finishing it (indices, review
+    queue, state, log) failed: the journal stays, and the next command finishes it."""
+
+    def __init__(self, run_id: str, cause: BaseException) -> None:
+        self.run_id = run_id
+        self.cause = cause
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)
+        super().__init__(f"run {run_id} made all its changes, but recording it failed ({reason}); "
+                         "nothing is lost: the next memcli command (or `memcli doctor --fix`) "
+                         "finishes recording it")
 
 
 # ---------------------------------------------------------------- apply
@@ -56,31 +77,64 @@ def pending(store: Store) -> list[Path]:
 
 def execute(store: Store, plan: Plan) -> Applied:
     """Carry out the plan's actions in order, each only if its files are as planned."""
+    if not paths.is_run_id(plan.run_id):
+        raise MemcliError(f"bad run id {plan.run_id!r}; nothing was changed")
     if run_dir(store, plan.run_id).exists():
         raise MemcliError(f"run {plan.run_id} was already applied (archive/runs/{plan.run_id} exists)")
-    paths = [{"path": op.path, "kind": op.kind, "expect": op.expect, "after": op.after}
-             for action in plan.actions for op in action.ops]
-    _write_journal(store, plan.run_id, {"run_id": plan.run_id, "phase": "applying", "files": paths})
+    unsafe = _unsafe_actions(store, plan)
+    files = [{"path": op.path, "kind": op.kind, "expect": op.expect, "after": op.after}
+             for n, action in enumerate(plan.actions) if n not in unsafe for op in action.ops]
+    _write_journal(store, plan.run_id, {"run_id": plan.run_id, "phase": "applying", "files": files})
     try:
-        return _execute_actions(store, plan)
+        applied = _execute_actions(store, plan, unsafe)
+        applied.files = files
+        return applied
     except Exception:
         # A real error (a full disk, a name taken behind our back): put the store back now
         # rather than leave it half-changed until the next command; if even that fails, the
         # journal stays and the next command (or `doctor --fix`) rolls back.
         with contextlib.suppress(Exception):
-            rollback(store, plan.run_id, paths)
+            rollback(store, plan.run_id, files)
         raise
 
 
-def _execute_actions(store: Store, plan: Plan) -> Applied:
+def _unsafe_actions(store: Store, plan: Plan) -> dict[int, str]:
+    """Actions with a path memcli must not touch (SPEC 8: through a symlinked folder, outside
+    the memory folders) or cannot (a folder it may not write): skipped whole, before the
+    journal is written, so that one bad folder stops only what would change it."""
+    found: dict[int, str] = {}
+    for n, action in enumerate(plan.actions):
+        for op in action.ops:
+            problem = paths.path_problem(store.root, op.path) or _unwritable(store, op.path)
+            if problem:
+                found[n] = problem
+                break
+    return found
+
+
+def _unwritable(store: Store, rel: str) -> str | None:
+    """A folder (the nearest that exists on the way to `rel`) memcli may not change."""
+    folder = (store.root / rel).parent
+    while not os.path.lexists(folder) and folder != store.root:
+        folder = folder.parent
+    if os.access(folder, os.W_OK | os.X_OK):
+        return None
+    return f"{store.rel(folder)} cannot be written (permission denied)"
+
+
+def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str]) -> Applied:
     applied = Applied()
     seen: dict[str, str | None] = {}  # path -> hash on disk now, once looked at
     before: dict[str, str | None] = {}
     skipped_after: set[str] = set()  # hashes an action that was skipped would have written
-    for action in plan.actions:
+    for n, action in enumerate(plan.actions):
+        if n in unsafe:
+            applied.skips.append(_unsafe_skip(action, unsafe[n]))
+            skipped_after.update(op.after for op in action.ops if op.after)
+            continue
         stale = _first_mismatch(store, action, seen)
         if stale is not None:
-            applied.skips.append(_skip_entry(action, stale, skipped_after))
+            applied.skips.append(_skip_entry(action, stale, skipped_after, seen.get(stale.path)))
             skipped_after.update(op.after for op in action.ops if op.after)
             continue
         for op in action.ops:
@@ -99,10 +153,20 @@ def _first_mismatch(store: Store, action: Action, seen: dict[str, str | None]) -
     return None
 
 
-def _skip_entry(action: Action, op: FileOp, skipped_after: set[str]) -> dict[str, Any]:
-    reason = "depends_on_skipped" if op.expect in skipped_after else "modified_during_run"
+def _skip_entry(action: Action, op: FileOp, skipped_after: set[str],
+                now: str | None = None) -> dict[str, Any]:
+    if now == UNREADABLE:
+        reason = "unreadable"
+    else:
+        reason = "depends_on_skipped" if op.expect in skipped_after else "modified_during_run"
     mem_id = Path(op.path).stem.split("@")[0]
     return {"type": "skip", "memory_id": mem_id, "reason": reason, "action": action.type}
+
+
+def _unsafe_skip(action: Action, problem: str) -> dict[str, Any]:
+    mem_id = action.log.get("memory_id") or (action.touches[0] if action.touches else "")
+    return {"type": "skip", "memory_id": mem_id, "reason": "unsafe_path", "action": action.type,
+            "detail": problem}
 
 
 def _do(store: Store, run_id: str, op: FileOp, seen: dict[str, str | None],
@@ -111,7 +175,7 @@ def _do(store: Store, run_id: str, op: FileOp, seen: dict[str, str | None],
     if op.path not in before:
         before[op.path] = seen[op.path]
         if seen[op.path] is not None:
-            _pre_image(store, run_id, op.path, path.read_bytes())
+            _pre_image(store, run_id, op.path, fsops.read_bytes(path))
     if op.kind == "write":
         fsops.write_replace(path, op.data or b"")
     elif op.kind == "create":
@@ -143,28 +207,52 @@ def _manifest(store: Store, run_id: str, before: dict[str, str | None],
 
 
 SYMLINK = "symlink"  # the "hash" of a path that is a symbolic link: never equals a real one
+UNREADABLE = "unreadable"  # ... of a file memcli may not read (chmod 000), a FIFO, a folder
 
 
-def _hash_of(path: Path) -> str | None:
+def hash_of(path: Path) -> str | None:
     """The sha256 of the file at `path`, None when nothing is there. A symlink is never
-    followed: it hashes to SYMLINK, so an action expecting a file there is skipped."""
+    followed: it hashes to SYMLINK, so an action expecting a file there is skipped; a file
+    that cannot be read (or is no regular file) hashes to UNREADABLE, likewise."""
     if path.is_symlink():
         return SYMLINK
     try:
-        return sha256(path.read_bytes())
+        return sha256(fsops.read_bytes(path))
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # swapped for a link since the check above
+            return SYMLINK
+        return UNREADABLE
+
+
+_hash_of = hash_of
 
 
 # ---------------------------------------------------------------- finish (also after a crash)
 
 
-def commit(store: Store, run_id: str, finish: dict[str, Any]) -> dict[str, set[str] | None]:
+def commit(store: Store, run_id: str, finish: dict[str, Any], files: list[dict[str, Any]] | None = None
+           ) -> dict[str, set[str] | None]:
     """Mark the run's memory changes done and record what is left, then do it. Returns the
-    content hashes now in each covered folder (for the signature cache)."""
+    content hashes now in each covered folder (for the signature cache).
+
+    If marking the run committed fails (a full disk), the run is rolled back from its
+    pre-images at once (`files`: what its journal lists) and the error raised: nothing
+    happened. Once it is marked, the run has happened: a failure to finish it raises
+    RecordingFailed, the journal stays, and the next command finishes it."""
     data = {"run_id": run_id, "phase": "committed", **finish}
-    fsops.write_replace(journal_path(store, run_id), orjson.dumps(data))
-    return complete(store, data)
+    try:
+        fsops.write_replace(journal_path(store, run_id), orjson.dumps(data))
+    except Exception:
+        if files is not None:
+            with contextlib.suppress(Exception):
+                rollback(store, run_id, files)
+        raise
+    try:
+        return complete(store, data)
+    except Exception as exc:
+        raise RecordingFailed(run_id, exc) from exc
 
 
 def complete(store: Store, data: dict[str, Any]) -> dict[str, set[str] | None]:
@@ -197,6 +285,8 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
     if folder is None:
         return set()
     scan = store.scan(folder, load=False, compare=not refresh_run_hash)
+    if scan.unreadable:
+        return set()  # a folder memcli may not read is left as it is (a scan reports it)
     if scan.index is None and not scan.entries and not (folder.path / "_index.json").exists():
         return set()  # an empty folder with no index (e.g. one a rolled-back run created) needs none
     if refresh_run_hash:
@@ -254,27 +344,107 @@ def _write_journal(store: Store, run_id: str, data: dict[str, Any]) -> None:
 
 
 def recover(store: Store) -> list[str]:
-    """Finish or roll back every run a crash left half-done; returns what was done, for people."""
+    """Finish or roll back every run a crash left half-done; returns what was done, for people.
+    A journal that does not read as one of ours is left in place and named (doctor reports
+    it); one that cannot be acted on (an ops file of the wrong shape, a full disk) stops the
+    command before it starts, naming the journal and the cause."""
     messages: list[str] = []
-    for path in pending(store):
-        try:
-            data = orjson.loads(path.read_bytes())
-            run_id = str(data["run_id"])
-        except (OSError, ValueError, KeyError, TypeError):
-            messages.append(f"unreadable journal {store.rel(path)} left in place; see `memcli doctor`")
+    journals = pending(store)
+    if journals:
+        opsfiles.preflight(store.root)  # finishing a run writes these: refuse first, not half-way
+    for path in journals:
+        data, problem = read_journal(store, path)
+        if data is None:
+            messages.append(f"journal {store.rel(path)} left in place, never acted on: {problem}; "
+                            "move it aside once you have looked at it (see `memcli doctor`)")
             continue
-        if data.get("phase") == "committed":
-            complete(store, data)
-            messages.append(f"finished interrupted run {run_id}")
-        else:
-            count = rollback(store, run_id, data.get("files", []))
-            messages.append(f"rolled back interrupted run {run_id} ({count} file(s) restored)")
+        run_id = str(data["run_id"])
+        try:
+            if data.get("phase") == "committed":
+                complete(store, data)
+                messages.append(f"finished interrupted run {run_id}")
+            else:
+                count = rollback(store, run_id, data.get("files", []))
+                messages.append(f"rolled back interrupted run {run_id} ({count} file(s) restored)")
+        except (MemcliError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror and not isinstance(
+                exc, MemcliError) else str(exc)
+            raise MemcliError(f"an interrupted run ({store.rel(path)}) could not be "
+                              f"{'finished' if data.get('phase') == 'committed' else 'rolled back'}: "
+                              f"{reason}. Nothing else was done; fix that and run the command again "
+                              "(or `memcli doctor --fix`)") from exc
     # A crashed run may have left temporary files anywhere it wrote; otherwise only the journal's
     # own (in ops/) can be there, and walking a 100,000-file store on every command costs.
     removed = remove_tmp_files(store, whole_store=bool(messages))
     if removed:
         messages.append(f"removed {removed} temporary file(s) left by an interrupted write")
     return messages
+
+
+def read_journal(store: Store, path: Path) -> tuple[dict[str, Any] | None, str]:
+    """A journal's data when it reads as one memcli wrote (`journal_problem`), else (None, why)."""
+    try:
+        data = orjson.loads(fsops.read_bytes(path))
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    except ValueError as exc:
+        return None, f"not valid JSON ({exc})"
+    problem = journal_problem(store, path, data)
+    return (None, problem) if problem else (data, "")
+
+
+def journal_problem(store: Store, path: Path, data: Any) -> str | None:
+    """Why `data` (read from `path`) is not a journal memcli acts on, or None. Every path in it
+    must be a memory file inside the store's memory folders with no link on the way; every
+    folder one of the store's; the run id a run id (it names folders under archive/runs)."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    run_id = data.get("run_id")
+    if not paths.is_run_id(run_id):
+        return f"bad run id {run_id!r}"
+    if path.name != f"journal-{run_id}.json":
+        return f"its name does not match its run id {run_id}"
+    if paths.too_deep(data):
+        return "nested deeper than any journal memcli writes"
+    files = data.get("files", [])
+    if not isinstance(files, list):
+        return "'files' is not a list"
+    for entry in files:
+        if not isinstance(entry, dict) or entry.get("kind") not in ("write", "create", "remove") or any(
+                not isinstance(entry.get(key), (str, type(None))) for key in ("expect", "after")):
+            return f"a file entry memcli did not write: {entry!r:.100}"
+        problem = paths.path_problem(store.root, entry.get("path"))
+        if problem:
+            return f"names a path memcli does not own: {problem}"
+    phase = data.get("phase")
+    if phase == "committed":
+        return _committed_problem(data)
+    return None if phase == "applying" else f"unknown phase {phase!r}"
+
+
+def _committed_problem(data: dict[str, Any]) -> str | None:
+    for key in ("folders", "covered"):
+        value = data.get(key, [])
+        if not isinstance(value, list) or any(paths.folder_problem(rel) for rel in value):
+            return f"'{key}' names something that is not a memory folder of the store"
+    refresh = data.get("refresh") or {}
+    if not isinstance(refresh, dict) or any(
+            paths.folder_problem(rel) or not paths.str_list(names)
+            or any(paths.file_problem(f"{rel}/{name}") for name in names) for rel, names in refresh.items()):
+        return "'refresh' names something that is not a memory file of the store"
+    items = data.get("review", [])
+    if not isinstance(items, list) or not all(isinstance(i, dict) and paths.str_list(i.get("memory_ids"))
+                                              for i in items):
+        return "'review' is not a list of review items"
+    state = data.get("state", {})
+    extra = state.get("extra", {}) if isinstance(state, dict) else None
+    if not isinstance(extra, dict) or set(extra) & {"runs", "last_success", "flagged"} or not all(
+            paths.str_list(pair) for pair in state.get("flagged_done", []) or []):
+        return "'state' is not a state update memcli writes"
+    entry = data.get("log_entry")
+    if entry is not None and (not isinstance(entry, dict) or entry.get("run_id") != data["run_id"]):
+        return "'log_entry' is not this run's log entry"
+    return None
 
 
 def rollback(store: Store, run_id: str, files: list[dict[str, Any]]) -> int:
@@ -298,7 +468,7 @@ def _restore_one(store: Store, run_id: str, rel: str, created: dict[str, str | N
     pre = run_dir(store, run_id) / rel
     live = store.root / rel
     if pre.exists():
-        data = pre.read_bytes()
+        data = fsops.read_bytes(pre)
         if _hash_of(live) == sha256(data):
             return 0
         if live.exists() or live.is_symlink():

@@ -278,6 +278,8 @@ def reindex(store: Store) -> ReindexResult:
     for folder in [*store.memory_folders(), store.archive_folder()]:
         scan = store.scan(folder, load=True)
         problems += scan.problems
+        if scan.unreadable:  # reported; a folder memcli may not read keeps its index as it is
+            continue
         store.save_index(folder, scan.entries)
         counts[folder.rel] = len(scan.entries)
     for mem_id, paths in store.duplicate_ids().items():

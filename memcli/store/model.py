@@ -26,8 +26,25 @@ SCOPES = ("agent", "team", "global")
 TIME_FIELDS = ("created_at", "updated_at", "last_accessed")
 ARCHIVE_FIELDS = ("archived_at", "archive_reason", "archived_from", "archive_run_id")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Parsing bounds (SPEC 8): a record nests objects and lists at most this deep (JSON or YAML),
+# its front matter is at most this many bytes, and expands to at most this many values (YAML
+# aliases repeat a value without repeating its text: a few hundred bytes can stand for
+# billions of values). Anything beyond is bad input, refused before or while parsing.
+MAX_DEPTH = 64
+MAX_FRONT_MATTER = 1024 * 1024
+MAX_YAML_VALUES = 100_000
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Never writes anchors and aliases (a value shared twice is written twice), so that
+    every file memcli writes is one it reads back."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+_YAML_DUMPER = _Dumper
 
 
 # ---------------------------------------------------------------- time
@@ -50,12 +67,16 @@ def parse_ts(value: str) -> tuple[dt.datetime, bool]:
     parsed = dt.datetime.fromisoformat(text)
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=dt.timezone.utc), False
-    return parsed.astimezone(dt.timezone.utc), True
+    try:  # 0001-01-01T00:00:00+14:00 is before year 1 in UTC: no datetime holds it
+        return parsed.astimezone(dt.timezone.utc), True
+    except OverflowError:
+        raise ValueError(f"{value!r} is out of range (years 1-9999 in UTC)") from None
 
 
 def format_ts(moment: dt.datetime) -> str:
-    """`YYYY-MM-DDTHH:MM:SSZ` in UTC."""
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """`YYYY-MM-DDTHH:MM:SSZ` in UTC (the year always four digits, also before 1000)."""
+    utc = moment.astimezone(dt.timezone.utc)
+    return f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}Z"
 
 
 def ts_or_none(value: Any) -> dt.datetime | None:
@@ -289,8 +310,10 @@ def _check_times(data: dict[str, Any], problems: list[str], warnings: list[str])
             continue  # the usual YYYY-MM-DDTHH:MM:SSZ: no need to build a datetime
         try:
             _, had_zone = parse_ts(value)
-        except ValueError:
-            problems.append(f"field '{name}' is not an ISO 8601 timestamp: {value!r}")
+        except ValueError as exc:
+            problems.append(f"field '{name}' is out of range (years 1-9999 in UTC): {value!r}"
+                            if "out of range" in str(exc) else
+                            f"field '{name}' is not an ISO 8601 timestamp: {value!r}")
             continue
         if not had_zone:
             warnings.append(f"'{name}' has no time zone; read as UTC")
@@ -331,7 +354,29 @@ def _decode_json(raw: bytes) -> dict[str, Any]:
         raise ValueError(f"not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
+    # orjson stops at 1,024 levels; a record is bounded far lower, so that every record read
+    # can be written back (orjson writes at most 254 levels, YAML fewer). Counting brackets
+    # first spares the walk for the usual record, which has a handful.
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and nesting_depth(data) > MAX_DEPTH:
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
     return data
+
+
+def nesting_depth(value: Any, stop: int = MAX_DEPTH) -> int:
+    """How deep objects and lists nest in `value` (a scalar is 0), found without recursion;
+    the walk stops once it is past `stop`."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > stop:
+            return deepest
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 def _decode_markdown(text: str) -> dict[str, Any]:
@@ -340,13 +385,19 @@ def _decode_markdown(text: str) -> dict[str, Any]:
     if not text.lstrip().startswith("---"):
         raise ValueError("no YAML front matter (the file must start with a '---' line)")
     try:
-        meta, body = frontmatter.parse(text, handler=frontmatter.YAMLHandler())
+        meta, body = frontmatter.parse(text, handler=_bounded_handler())
     except yaml.YAMLError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ValueError(f"broken front matter ({reason})") from exc
+    except ValueError as exc:  # the bounds above, or a scalar too large to convert
+        if str(exc).startswith("front matter"):
+            raise
+        raise ValueError(f"broken front matter ({exc})") from exc
+    except (TypeError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"broken front matter ({type(exc).__name__}: {exc})") from exc
     if not isinstance(meta, dict) or not meta:
         raise ValueError("broken front matter (it is not a mapping of fields)")
-    data = _plain(meta)
+    data = _plain(meta, 1, [MAX_YAML_VALUES])
     content = data.get("content", {})
     if not isinstance(content, dict):
         raise ValueError("front matter 'content' must be a mapping")
@@ -356,17 +407,104 @@ def _decode_markdown(text: str) -> dict[str, Any]:
     return data
 
 
-def _plain(value: Any) -> Any:
-    """YAML may hand back datetimes for unquoted timestamps; the record holds strings."""
+_handler: Any = None
+
+
+def _bounded_handler() -> Any:
+    """python-frontmatter's YAML handler, loading with `load_front_matter` (bounded, and
+    libyaml's fast safe loader where installed)."""
+    global _handler
+    if _handler is None:
+        import frontmatter
+
+        class Bounded(frontmatter.YAMLHandler):  # type: ignore[misc]
+            def load(self, fm: str, **kwargs: object) -> Any:
+                return load_front_matter(fm)
+
+        _handler = Bounded()
+    return _handler
+
+
+# The start of a line nested deep in block style: indentation, `- ` and `? ` indicators.
+_DEEP_BLOCK = re.compile(rf"^[ \t?:-]{{{MAX_DEPTH},}}", re.MULTILINE)
+_FLOW_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def load_front_matter(text: str) -> Any:
+    """YAML front matter, parsed within bounds: refused (ValueError) when over
+    MAX_FRONT_MATTER bytes or nested over MAX_DEPTH levels, both checked before the parser
+    sees it (a deeply nested document crashes or stalls YAML parsers). Aliases are bounded
+    when the values are copied out (`_plain`)."""
+    size = len(text.encode("utf-8", "replace")) if len(text) * 4 > MAX_FRONT_MATTER else 0
+    if size > MAX_FRONT_MATTER:
+        raise ValueError(f"front matter is {size} bytes, over the {MAX_FRONT_MATTER}-byte limit")
+    if not _flow_depth_ok(text) or (_DEEP_BLOCK.search(text) and not _event_depth_ok(text)):
+        raise ValueError(f"front matter nested more than {MAX_DEPTH} levels deep")
+    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
+
+
+def _flow_depth_ok(text: str) -> bool:
+    """Flow collections (`[`, `{`) nest at most MAX_DEPTH deep. Brackets inside quoted text
+    count too: conservative, and only text with more than MAX_DEPTH of them is walked."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return True
+    depth = 0
+    for match in _FLOW_BRACKETS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return False
+        elif depth:
+            depth -= 1
+    return True
+
+
+def _event_depth_ok(text: str) -> bool:
+    """The exact block nesting, from the parser's events (no document is built): only for
+    text whose indentation says it may be deep. Flow nesting is bounded before this."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_YAML_LOADER):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return False
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return True  # not deep; the load reports what is broken
+    return True
+
+
+_INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 64 - 1  # what a JSON file (orjson) can hold
+
+
+def _plain(value: Any, depth: int, budget: list[int]) -> Any:
+    """The front matter as plain JSON values: YAML may hand back datetimes for unquoted
+    timestamps (the record holds strings), and values no JSON holds are bad input. Each value
+    copied spends one of `budget`: an alias bomb runs out of it instead of out of memory."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ValueError(f"front matter expands to more than {MAX_YAML_VALUES} values (YAML aliases?)")
+    if isinstance(value, (dict, list, tuple, set, frozenset)) and depth > MAX_DEPTH:
+        raise ValueError(f"front matter nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return {str(k): _plain(v, depth + 1, budget) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1, budget) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_plain(v, depth + 1, budget) for v in value), key=str)
     if isinstance(value, dt.datetime):
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, dt.date):
         return value.isoformat()
-    return value
+    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+        return value
+    if isinstance(value, int):
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise ValueError("front matter holds an integer too large for a record")
+        return value
+    raise ValueError(f"front matter holds a {type(value).__name__} value, which a record cannot hold")
 
 
 def encode(data: dict[str, Any], fmt: str) -> bytes:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memcli.config import Settings, load_settings
-from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError
+from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError, UnsafePathError
 from memcli.store import fsops, index, locate
 from memcli.store.index import Snapshot
 from memcli.store.locate import OPS_MARKERS  # noqa: F401  (re-exported)
@@ -31,6 +31,11 @@ STAMP_AGE_NS = 1_000_000_000  # see Store._names_since: well over any file syste
 Stamp = tuple[int, int]  # (a folder's mtime, its last-run snapshot's mtime): see Store._names_since
 _SYMLINK = "is a symlink; memcli never follows links"
 SCOPE_ROOTS = ("agent", "team", "global")
+# The store's own top-level folders (SPEC 8): each must be a real folder when it exists, never
+# a symlink or anything else, and the lock files in ops/ regular files.
+TOP_FOLDERS = ("agent", "team", "global", "archive", "ops", ".cache")
+LOCK_FILES = ("ops/.lock", "ops/.tick.lock")
+_UNREADABLE_FOLDER = "folder cannot be read (permission denied); skipped, nothing in it is touched"
 DEFAULT_TOML = """\
 # memcli settings: every key is optional; these are the defaults (see README).
 [consolidation]
@@ -89,6 +94,7 @@ class FolderScan:
     snap: Snapshot | None = None  # scan_since: the snapshot compared against
     kept: list[int] = field(default_factory=list)  # scan_since: its rows of files unchanged since
     stamp: Stamp | None = None  # scan_since: vouches for the snapshot's names (see _names_since)
+    unreadable: bool = False  # the folder could not be listed: nothing in it may be written
 
     @property
     def count(self) -> int:
@@ -138,6 +144,7 @@ def init_store(root: Path) -> bool:
     init makes it one, keeping what is in `ops/`."""
     if is_store(root):
         return False
+    fsops.confine(root)
     for sub in ("ops", "archive", "global"):
         if not (root / sub).is_dir():
             fsops.mkdir(root / sub)
@@ -149,15 +156,53 @@ def init_store(root: Path) -> bool:
 class Store:
     """A store folder with its settings."""
 
-    def __init__(self, root: Path, settings: Settings | None = None) -> None:
+    def __init__(self, root: Path, settings: Settings | None = None, check: bool = True) -> None:
+        """`check` (the default) refuses a store whose top-level folders are not real
+        folders (UnsafePathError), before anything is read; only `doctor` looks at one."""
         self.root = root
-        self.settings = settings if settings is not None else load_settings(root)
         self.ops = root / "ops"
         self.archive = root / "archive"
+        fsops.confine(root)
+        if check:
+            self.require_safe_layout()
+        self.settings = settings if settings is not None else load_settings(root)
 
     @classmethod
-    def open(cls, explicit: str | None = None) -> Store:
-        return cls(discover(explicit))
+    def open(cls, explicit: str | None = None, check: bool = True) -> Store:
+        return cls(discover(explicit), check=check)
+
+    # ------------------------------------------------------------ layout (SPEC 8)
+
+    def layout_problems(self) -> list[Problem]:
+        """Top-level folders that exist but are not real folders (a symlink, a file, a FIFO),
+        and lock files that are not regular files: memcli would read or write through them."""
+        found = []
+        for name in TOP_FOLDERS:
+            kind = _kind(self.root / name)
+            if kind not in (None, "a folder"):
+                found.append(Problem(name, f"is {kind}, not a real folder: memcli refuses to read or write "
+                                     "through it. Move it aside and put a real folder there (or copy "
+                                     "its memories into one)", "unsafe_folder"))
+        for rel in LOCK_FILES:
+            kind = _kind(self.root / rel)
+            if kind not in (None, "a file") and not any(p.path == "ops" for p in found):
+                found.append(Problem(rel, f"is {kind}, not a regular file: memcli will not lock through "
+                                     "it. Move it aside (memcli makes a new one)", "unsafe_folder"))
+        return found
+
+    def require_safe_layout(self) -> None:
+        problems = self.layout_problems()
+        if problems:
+            raise UnsafePathError(f"refused: the store {self.root} is not laid out safely: "
+                                  + "; ".join(str(p) for p in problems)
+                                  + ". Nothing was read or written (`memcli doctor` lists every problem)")
+
+    def real_dir(self, path: Path) -> bool:
+        """Whether `path` is a folder itself, not a symlink to one (lstat)."""
+        try:
+            return statmod.S_ISDIR(os.lstat(path).st_mode)
+        except OSError:
+            return False
 
     # ------------------------------------------------------------ folders
 
@@ -179,7 +224,7 @@ class Store:
         if parts[0] in ("global", "archive") and len(parts) == 1:
             return self.folder(parts[0], parts[0])
         if len(parts) == 2 and parts[0] in ("agent", "team") and is_valid_scope_id(parts[1]) \
-                and (self.root / rel).is_dir():
+                and self.real_dir(self.root / parts[0]) and self.real_dir(self.root / rel):
             return self.folder(parts[0], parts[1])
         return None
 
@@ -191,11 +236,15 @@ class Store:
         found: list[Folder] = []
         for scope in ("agent", "team"):
             base = self.root / scope
-            if base.is_dir():
-                for child in sorted(base.iterdir()):
-                    if child.is_dir() and not child.is_symlink() and is_valid_scope_id(child.name):
+            if self.real_dir(base):
+                try:
+                    children = sorted(base.iterdir())
+                except OSError:  # agent/ itself unreadable: doctor reports it (check_folders)
+                    children = []
+                for child in children:
+                    if is_valid_scope_id(child.name) and self.real_dir(child):
                         found.append(Folder(scope, child.name, child))
-        if (self.root / "global").is_dir():
+        if self.real_dir(self.root / "global"):
             found.append(self.folder("global", "global"))
         return found
 
@@ -215,6 +264,8 @@ class Store:
         entries=False (planning), no index entries are built, only the memories read, and the
         run hashes come from the last-run snapshot when given (a tenth of the index's bytes)."""
         problems: list[Problem] = []
+        if self._unreadable(folder, problems):
+            return FolderScan(folder, [], {}, problems, None, False, unreadable=True)
         if not entries and lastrun is not None:
             return self._read_all(folder, lastrun, problems)
         saved = self._load_index(folder, problems)
@@ -238,7 +289,7 @@ class Store:
                     continue
                 if cached and cached.get("size") == st.st_size and cached.get("mtime_ns") == st.st_mtime_ns \
                         and cached.get("content_hash") and "text_len" in cached and "details_len" in cached \
-                        and is_valid_id(cached.get("id")):
+                        and is_valid_id(cached.get("id")) and _facts_ok([cached]):
                     found.append(cached)
                     continue
             mem = self._read(folder.path / name, folder, problems)
@@ -269,6 +320,8 @@ class Store:
         `stamp` (see `_names_since`) may spare listing the folder; the scan's `stamp` is the
         one to keep for the next pass."""
         problems: list[Problem] = []
+        if self._unreadable(folder, problems):
+            return FolderScan(folder, [], {}, problems, None, False, file_count=0, unreadable=True)
         names, stamp = self._names_since(folder, snap, stamp)
         stats = self._stat_all(folder, names, problems)
         if names == snap.names:  # the common case: no file came or went
@@ -374,6 +427,7 @@ class Store:
 
     def scan_all(self, load: bool = True, archive: bool = False) -> StoreScan:
         """Scan every live folder (and the archive); a duplicate id is bad input everywhere."""
+        archive = archive and self.real_dir(self.archive)  # never read through a linked archive/
         folders = self.memory_folders() + ([self.archive_folder()] if archive else [])
         result = StoreScan()
         for folder in folders:
@@ -419,12 +473,21 @@ class Store:
         raise NotFoundError(f"no memory {mem_id} in this store (see `memcli list`)")
 
     def memory_names(self, folder: Folder) -> list[str]:
-        """The folder's memory file names, sorted (no other file, no dotfile)."""
+        """The folder's memory file names, sorted (no other file, no dotfile); none when it
+        cannot be listed (a scan reports an unreadable folder)."""
         try:
             names = os.listdir(folder.path)
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:
             return []
         return sorted(filter(_is_memory_name, names))
+
+    def _unreadable(self, folder: Folder, problems: list[Problem]) -> bool:
+        """A folder that exists but may not be listed or entered (chmod 000): one problem for
+        the folder, and it is left alone: nothing read, nothing written."""
+        if os.access(folder.path, os.R_OK | os.X_OK) or not os.path.isdir(folder.path):
+            return False
+        problems.append(Problem(self.rel(folder.path), _UNREADABLE_FOLDER, "unreadable"))
+        return True
 
     def _acceptable(self, path: Path, st: os.stat_result, problems: list[Problem]) -> bool:
         if statmod.S_ISLNK(st.st_mode):
@@ -463,8 +526,8 @@ class Store:
         return Memory(data, path, fmt, sha256(raw), st.st_size, st.st_mtime_ns, warnings)
 
     def _open_read(self, path: Path, problems: list[Problem]) -> tuple[bytes, os.stat_result] | None:
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        try:  # O_NONBLOCK: a FIFO is never waited on (fstat then refuses it), a device never held
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 problems.append(Problem(self.rel(path), _SYMLINK, "symlink"))
@@ -519,7 +582,8 @@ class Store:
     # ------------------------------------------------------------ writing
 
     def save_index(self, folder: Folder, entries: list[dict[str, Any]]) -> None:
-        """Rewrite a folder's index from the given entries (always complete for the folder)."""
+        """Rewrite a folder's index from the given entries (always complete for the folder).
+        Never into a folder that is not a real one (fsops refuses a symlink on the way)."""
         if not folder.path.is_dir():
             fsops.mkdir(folder.path)
         index.save(folder.path, index.build(folder.scope, folder.scope_id, entries, now()))
@@ -527,7 +591,7 @@ class Store:
     def refresh_index(self, folder: Folder) -> FolderScan:
         """Bring a folder's index in line with its files; writes only when they disagree."""
         scan = self.scan(folder, load=False)
-        if scan.drift:
+        if scan.drift and not scan.unreadable:
             self.save_index(folder, scan.entries)
         return scan
 
@@ -570,6 +634,7 @@ class Store:
         dies, so a lock file left by a killed process never blocks the next run."""
         from filelock import FileLock, Timeout
 
+        self.require_safe_layout()  # ops/ (and its lock file) real: the lock never opens through a link
         if not self.ops.is_dir():
             fsops.mkdir(self.ops)
         lock = FileLock(str(self.ops / ".lock"), timeout=max(wait, 0))
@@ -645,9 +710,20 @@ def _all_trusted(entries: list[Any], names: list[str], stats: list[os.stat_resul
                 and [e["size"] for e in entries] == [st.st_size for st in stats]  # type: ignore[union-attr]
                 and [e["mtime_ns"] for e in entries] == [st.st_mtime_ns for st in stats]  # type: ignore[union-attr]
                 and all([bool(e.get("content_hash")) and "text_len" in e and "details_len" in e
-                         and is_valid_id(e.get("id")) for e in entries]))
+                         and is_valid_id(e.get("id")) for e in entries])
+                and _facts_ok(entries))
     except KeyError:
         return False
+
+
+def _facts_ok(entries: list[dict[str, Any]]) -> bool:
+    """Whether the cached facts a run plans from have the types the rules use them as: an
+    index edited by hand (or by a hostile hand) with `"tags": [[1]]` or `"access_count": "x"`
+    is not trusted, and the files are read instead. Whole lists, in comprehensions: a warm run
+    checks 100,000 entries this way in a few tens of milliseconds."""
+    return (all([type(e.get("access_count")) is int and type(e.get("details_len")) is int
+                 and type(e.get("tags")) is list for e in entries])
+            and all([type(tag) is str for e in entries for tag in e["tags"]]))
 
 
 def _run_hashes(old: dict[Any, dict[str, Any]]) -> dict[str, Any]:
@@ -663,6 +739,26 @@ def _scope_mismatch(data: dict[str, Any], folder: Folder) -> list[str]:
     if scope_id is not None and folder.scope != "global" and scope_id != folder.scope_id:
         return [f"scope_id {scope_id!r} does not match its folder {folder.rel}"]
     return []
+
+
+def _kind(path: Path) -> str | None:
+    """What is at `path`, for messages: None (nothing), "a folder", "a file", or what else."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "unreadable"
+    if statmod.S_ISLNK(mode):
+        try:
+            return f"a symlink (to {os.readlink(path)})"
+        except OSError:
+            return "a symlink"
+    if statmod.S_ISDIR(mode):
+        return "a folder"
+    if statmod.S_ISREG(mode):
+        return "a file"
+    return "a FIFO" if statmod.S_ISFIFO(mode) else "a socket" if statmod.S_ISSOCK(mode) else "a device"
 
 
 def _candidate_files(folder: Path, mem_id: str, archive: bool) -> Iterator[Path]:
