@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from memcli.cli import app
 from memcli.consolidate import decisions, review
+from memcli.errors import OpsFileError
 from memcli.store import log
 from memcli.store.model import format_ts
 from tests.conftest import NOW_DT, add, assert_invariants, days_ago
@@ -238,12 +239,21 @@ def test_counts_as_used_until_stale_after_days(days: float, used: bool) -> None:
 
 
 def test_a_broken_decision_item_is_ignored(store: Path) -> None:
+    """Items of the right shape whose content is wrong (a run no longer in the log, a time that
+    does not parse, no undo run) decide nothing."""
     items = [
         {"memory_ids": ["mem_a"], "reason": "undone_merge", "resolution": "undo", "undo_run": "run_x"},
         {"memory_ids": ["mem_b"], "reason": "undone_archive", "resolution": "undo", "undo_run": "run_x",
          "created_at": "not a time"},
-        {"memory_ids": [7], "reason": "undone_promote", "resolution": "undo", "undo_run": "run_x"},
-        {"memory_ids": "mem_c", "reason": "undone_promote", "resolution": "undo", "undo_run": None}]
+        {"memory_ids": ["mem_c"], "reason": "undone_promote", "resolution": "undo", "undo_run": None}]
     (store / "ops" / "review-queue.json").write_text(json.dumps({"items": items}))
     found = decisions.load(store)
     assert (found.apart, found.no_promote, found.used) == (set(), set(), {})
+
+
+@pytest.mark.parametrize("memory_ids", [[7], "mem_c"])
+def test_a_queue_of_the_wrong_shape_is_refused_not_guessed(store: Path, memory_ids: Any) -> None:
+    item = {"memory_ids": memory_ids, "reason": "undone_promote", "resolution": "undo", "undo_run": "run_x"}
+    (store / "ops" / "review-queue.json").write_text(json.dumps({"items": [item]}))
+    with pytest.raises(OpsFileError, match="review-queue.json"):
+        decisions.load(store)
