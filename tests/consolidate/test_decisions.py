@@ -239,13 +239,12 @@ def test_counts_as_used_until_stale_after_days(days: float, used: bool) -> None:
 
 
 def test_a_broken_decision_item_is_ignored(store: Path) -> None:
-    """Items of the right shape whose content is wrong (a run no longer in the log, a time that
-    does not parse, no undo run) decide nothing."""
+    """Items of the right shape whose content is wrong (a run not in the log, a time that does
+    not parse) decide nothing."""
     items = [
         {"memory_ids": ["mem_a"], "reason": "undone_merge", "resolution": "undo", "undo_run": "run_x"},
         {"memory_ids": ["mem_b"], "reason": "undone_archive", "resolution": "undo", "undo_run": "run_x",
-         "created_at": "not a time"},
-        {"memory_ids": ["mem_c"], "reason": "undone_promote", "resolution": "undo", "undo_run": None}]
+         "created_at": "not a time"}]
     (store / "ops" / "review-queue.json").write_text(json.dumps({"items": items}))
     found = decisions.load(store)
     assert (found.apart, found.no_promote, found.used) == (set(), set(), {})
