@@ -29,20 +29,21 @@ writes hold `.cache/recall/.lock`, never the store lock: recall and the hooks ar
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
-import secrets
-import shutil
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import orjson
-
+from memcli.recall.rank import brief_rank
 from memcli.store.cache import cache_dir
-from memcli.store.model import Memory
+
+TYPE_CHECKING = False  # the read path imports no typing, dataclasses, orjson or model: hooks
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
+
+    from memcli.store.model import Memory
 
 VERSION = 4  # of the schema and analyzers: another value is a foreign index, rebuilt
 STAMP_AGE_NS = 1_000_000_000
@@ -69,6 +70,14 @@ def _tantivy() -> Any:
     import tantivy
 
     return tantivy
+
+
+def _orjson() -> Any:
+    """orjson for the write side (fast on big rows files); the read side uses json, which
+    a hook process has already paid for (orjson's import alone is about 10 ms)."""
+    import orjson
+
+    return orjson
 
 
 def analyzers() -> tuple[Any, Any]:
@@ -117,7 +126,7 @@ def document(rel: str, mem: Memory) -> dict[str, Any] | None:
     tags = " ".join(t for t in data.get("tags") or [] if isinstance(t, str))
     raw_count = data.get("access_count")
     count = raw_count if isinstance(raw_count, int) and not isinstance(raw_count, bool) else 0
-    rank = brief_rank(data)
+    rank = brief_rank(data)  # the briefing's order, kept as a fast field
     meta = {"id": mem.id, "type": data.get("type"), "subtype": data.get("subtype") or "",
             "priority": data.get("priority") or "normal",
             "recency": str(data.get("updated_at") or data.get("created_at") or ""),
@@ -125,7 +134,7 @@ def document(rel: str, mem: Memory) -> dict[str, Any] | None:
             "rank": rank, "uses": count}
     return {"key": f"{rel}/{mem.name}", "folder": rel, "summary": summary, "details": details,
             "tags": tags, "parts": camel_parts(f"{summary} {details} {tags}"),
-            "code": f"{summary} {details} {tags}", "meta": orjson.dumps(meta).decode(),
+            "code": f"{summary} {details} {tags}", "meta": _orjson().dumps(meta).decode(),
             "brief": rank * 1_000_000_000 + min(max(count, 0), 999_999_999)}
 
 
@@ -133,26 +142,17 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def brief_rank(data: dict[str, Any]) -> int:
-    """2 for a critical memory, 1 for one protected otherwise (SPEC 2, the age rule aside:
-    it changes with the clock), 0 for the rest: the briefing puts them first."""
-    if data.get("priority") == "critical":
-        return 2
-    tags = set(t for t in data.get("tags") or [] if isinstance(t, str))
-    decision = (data.get("type"), data.get("subtype")) == ("semantic", "decision")
-    if tags & {"permanent", "protected"} or decision or (data.get("created_by") == "USER"
-                                                         and data.get("consent") is not True):
-        return 1
-    return 0
-
-
 # ---------------------------------------------------------------- the generation on disk
 
 
-@dataclass
 class Generation:
-    path: Path
-    folders: dict[str, Any] = field(default_factory=dict)  # rel -> {"stamp": int | None}
+    """One built index on disk, with its folders' state (rel -> {"stamp", "bad"})."""
+
+    __slots__ = ("path", "folders")
+
+    def __init__(self, path: Path, folders: dict[str, Any] | None = None) -> None:
+        self.path = path
+        self.folders: dict[str, Any] = folders if folders is not None else {}
 
     @property
     def tantivy_dir(self) -> Path:
@@ -163,7 +163,7 @@ class Generation:
 
     def load_rows(self, rel: str) -> dict[str, Any]:
         try:
-            data = orjson.loads(self.rows_path(rel).read_bytes())
+            data = _orjson().loads(self.rows_path(rel).read_bytes())
             if isinstance(data, dict) and isinstance(data.get("rows"), dict):
                 return data
         except (OSError, ValueError):
@@ -171,16 +171,16 @@ class Generation:
         return {"rows": {}, "bad": {}}
 
     def save_rows(self, rel: str, data: dict[str, Any]) -> None:
-        _write(self.rows_path(rel), orjson.dumps(data))
+        _write(self.rows_path(rel), _orjson().dumps(data))
 
     def save_folders(self) -> None:
-        _write(self.path / "folders.json", orjson.dumps({"version": VERSION, "folders": self.folders}))
+        _write(self.path / "folders.json", _orjson().dumps({"version": VERSION, "folders": self.folders}))
 
 
 def _write(path: Path, data: bytes) -> None:
     """Atomic write of a cache file (temporary name, rename): a reader never sees half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
@@ -200,7 +200,7 @@ def current(root: Path) -> Generation | None:
         return None
     gen = Generation(base / name)
     try:
-        data = orjson.loads((gen.path / "folders.json").read_bytes())
+        data = json.loads((gen.path / "folders.json").read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("version") != VERSION \
@@ -241,12 +241,16 @@ def open_index(gen: Generation) -> Any:
 
 # ---------------------------------------------------------------- building and syncing
 
-Problems = list[Any]  # memcli.store.store.Problem
+if TYPE_CHECKING:
+    Problems = list[Any]  # memcli.store.store.Problem
 
 
 def rebuild(store: Any, problems: Problems) -> Generation:
     """A new generation from every live folder; switched in once complete. The caller holds
     the index lock."""
+    import secrets
+    import shutil
+
     tv = _tantivy()
     base = base_dir(store.root, create=True)
     gen = Generation(base / f"gen-{secrets.token_hex(8)}")
@@ -383,16 +387,24 @@ def _mtime(path: Path) -> int | None:
 
 
 def _vouched(store: Any, gen: Generation, rel: str) -> bool:
+    return _vouched_at(store.root, gen, rel)
+
+
+def _vouched_at(root: Path, gen: Generation, rel: str) -> bool:
     stamp = (gen.folders.get(rel) or {}).get("stamp")
-    return stamp is not None and stamp == _mtime(store.root / rel)
+    return stamp is not None and stamp == _mtime(root / rel)
 
 
 def _bad_problems(store: Any, gen: Generation, rel: str) -> Problems:
-    """Bad files of a folder that is as indexed: reported again on every search, unread."""
-    from memcli.store.store import Problem
+    return _bad_at(gen, rel)
 
+
+def _bad_at(gen: Generation, rel: str) -> Problems:
+    """Bad files of a folder that is as indexed: reported again on every search, unread."""
     if not (gen.folders.get(rel) or {}).get("bad"):
         return []
+    from memcli.store.store import Problem
+
     bad = gen.load_rows(rel).get("bad") or {}
     return [Problem(f"{rel}/{name}", str(info[2]), "bad_file") for name, info in sorted(bad.items())]
 
@@ -405,7 +417,7 @@ def _read_pending(gen: Generation) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for line in raw.split(b"\n"):
         with contextlib.suppress(ValueError):
-            doc = orjson.loads(line) if line.strip() else None
+            doc = json.loads(line) if line.strip() else None
             if isinstance(doc, dict) and isinstance(doc.get("key"), str):
                 docs.append(doc)
     return docs
@@ -478,10 +490,10 @@ def _pending_line(store: Any, folder: Any, name: str, data: dict[str, Any]) -> b
                 data["bad"][name] = [st.st_size, st.st_mtime_ns, "; ".join(errors)]
         except OSError:
             pass
-        return orjson.dumps({"key": key, "deleted": True}) + b"\n"
+        return _orjson().dumps({"key": key, "deleted": True}) + b"\n"
     data["rows"][name] = [mem.size, mem.mtime_ns, mem.id]
     doc = document(folder.rel, mem)
-    return orjson.dumps(doc if doc is not None else {"key": key, "deleted": True}) + b"\n"
+    return _orjson().dumps(doc if doc is not None else {"key": key, "deleted": True}) + b"\n"
 
 
 def written(store: Any, names: dict[str, list[str]]) -> None:
@@ -506,19 +518,32 @@ def after_run(store: Any, rels: list[str]) -> None:
 # ---------------------------------------------------------------- the reader's entry point
 
 
+def open_current(root: Path, rels: list[str], problems: Problems,
+                 pending_ok: bool = False) -> tuple[Generation, Any] | None:
+    """The live generation and its tantivy index when it is in line with the folders `rels`
+    and has nothing pending (unless `pending_ok`: the caller reads `pending.jsonl` itself):
+    all a reader needs, with no lock, no write and no `Store` (the hooks' path). None
+    otherwise: `ready` then brings it in line."""
+    gen = current(root)
+    if gen is None or (not pending_ok and _has_pending(gen)) or not all(_vouched_at(root, gen, r) for r in rels):
+        return None
+    try:
+        index = open_index(gen)
+    except IndexUnusable:
+        return None
+    for rel in rels:
+        problems.extend(_bad_at(gen, rel))
+    return gen, index
+
+
 def ready(store: Any, rels: list[str], problems: Problems,
           wait: float = LOCK_WAIT_S) -> tuple[Generation, Any]:
     """The live generation and its tantivy index, in line with the folders `rels`: built
     when missing or unusable, synced when stale. Raises IndexUnusable only when even a fresh
     build cannot be opened."""
-    gen = current(store.root)
-    if gen is not None and all(_vouched(store, gen, r) for r in rels) and not _has_pending(gen):
-        try:
-            for rel in rels:
-                problems.extend(_bad_problems(store, gen, rel))
-            return gen, open_index(gen)
-        except IndexUnusable:
-            pass
+    opened = open_current(store.root, rels, problems)
+    if opened is not None:
+        return opened
     with writing(store.root, wait) as locked:
         gen = current(store.root)
         if gen is None and not locked:

@@ -224,7 +224,9 @@ def test_status_from_a_subfolder_of_a_project_store(session: Session, tmp_path: 
 def test_session_start_briefing_reaches_the_request(session: Session, store: Path, project: Path) -> None:
     if not has_command("hook", "session-start"):
         pytest.skip("`memcli hook session-start` does not exist yet (issue 12, recall): check pending")
-    add(store, summary=BRIEFING_TEXT, type="procedural", subtype="deployment", priority="critical")
+    # global/: in the view of the session's agent (`claude`, SPEC 11); no search index yet
+    add(store, summary=BRIEFING_TEXT, type="procedural", subtype="deployment", priority="critical",
+        scope="global", scope_id="global")
     memcli("--store", str(store), "install", "claude", "--project", str(project))
     session.run(project, "hello")
     first = session.api.loop_requests()[0]
