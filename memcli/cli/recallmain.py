@@ -73,6 +73,24 @@ def run_recall(opts: FastOpts, query: str, agent: str | None, limit: int | None,
     return 0
 
 
+def mcp(opts: FastOpts, args: list[str]) -> int | None:
+    """`memcli mcp`: the MCP server on stdio (memcli.integrations.mcp_server). Served here
+    so that it answers its first requests before typer would even be imported."""
+    if args:
+        return None  # typer says what is wrong with them
+    from pathlib import Path
+
+    from memcli.integrations import mcp_server
+    from memcli.recall.place import discover
+
+    try:
+        root = discover(opts.store)
+    except MemcliError as exc:
+        return _fail(opts, str(exc), exc.exit_code)
+    mcp_server.serve(Path(root), opts.wait)
+    return 0
+
+
 def _fail(opts: FastOpts, message: str, code: int) -> int:
     if opts.json:
         import json

@@ -71,7 +71,8 @@ class Injection:
     def output(self) -> str:
         import json
 
-        return json.dumps({"hookSpecificOutput": {"hookEventName": self.event, "additionalContext": self.text}})
+        return json.dumps({"hookSpecificOutput": {"hookEventName": self.event,
+                                                  "additionalContext": self.text}})
 
 
 def started_at() -> float:

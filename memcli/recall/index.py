@@ -525,7 +525,9 @@ def open_current(root: Path, rels: list[str], problems: Problems,
     all a reader needs, with no lock, no write and no `Store` (the hooks' path). None
     otherwise: `ready` then brings it in line."""
     gen = current(root)
-    if gen is None or (not pending_ok and _has_pending(gen)) or not all(_vouched_at(root, gen, r) for r in rels):
+    if gen is None or (not pending_ok and _has_pending(gen)):
+        return None
+    if not all(_vouched_at(root, gen, r) for r in rels):
         return None
     try:
         index = open_index(gen)

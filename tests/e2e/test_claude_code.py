@@ -9,8 +9,9 @@ and npm is there. Only without npm (or with MEMCLI_E2E_CLAUDE naming a program t
 there) is it skipped, with a warning.
 
 The SessionStart briefing and the MCP `recall` tool come with the recall work (issue 12):
-their checks run as soon as `memcli hook session-start` / `memcli mcp` exist, and are
-skipped (saying why) until then.
+the briefing reaches the first request of a store's first session (no search index yet), and
+the MCP tools are listed in the first request (Claude Code lists a server's tools only when it
+answered within about 1.5 s; `memcli mcp` answers discovery before its SDK has loaded).
 """
 
 from __future__ import annotations

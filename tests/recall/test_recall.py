@@ -225,14 +225,33 @@ def test_recall_takes_no_store_lock(store: Path) -> None:
 
 
 def test_lean_start_up(store: Path) -> None:
+    """Once the search index and the settings cache stand for the files, `recall` and the
+    hooks import neither the CLI's libraries nor the store's machinery."""
     add(store, summary="Lean imports matter for hooks")
+    past = os.stat(store / "memcli.toml").st_mtime - 10  # as if written a while ago: trusted
+    for path in (store / "memcli.toml", store / "agent" / "coder", store / "global"):
+        os.utime(path, (past, past))
     code = (f"import sys, runpy\nsys.argv = ['memcli', '--store', {str(store)!r}] + sys.argv[1:]\n"
             "from memcli.cli.fast import dispatch\nimport io, contextlib\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    dispatch(sys.argv[1:])\n"
-            "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz') if m in sys.modules]\n"
+            "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz', 'yaml', 'orjson', 'filelock',\n"
+            "                     'dataclasses', 'memcli.config', 'memcli.store.store', 'memcli.store.model')\n"
+            "         if m in sys.modules]\n"
             "print(','.join(heavy) or 'none')\n")
-    for argv, stdin in ((["recall", "lean imports"], ""), (["hook", "session-start"], '{"session_id": "a"}'),
-                        (["hook", "prompt"], '{"session_id": "a", "prompt": "lean imports for hooks"}')):
+    runs = ((["recall", "lean imports"], ""), (["hook", "session-start"], '{"session_id": "a"}'),
+            (["hook", "prompt"], '{"session_id": "b", "prompt": "lean imports for hooks"}'))
+    for n, (argv, stdin) in enumerate([runs[0], *runs]):  # the first builds the index and the cache
         proc = subprocess.run([sys.executable, "-c", code, *argv], input=stdin, capture_output=True, text=True,
-                              timeout=60, env={**os.environ, "MEMCLI_NOW": NOW})
-        assert proc.stdout.strip().splitlines()[-1] == "none", (argv, proc.stdout, proc.stderr)
+                              timeout=60, env={**os.environ, "MEMCLI_NOW": ""})
+        if n:
+            assert proc.stdout.strip().splitlines()[-1] == "none", (argv, proc.stdout, proc.stderr)
+
+
+def test_scope_id_and_id_rules_match_the_store() -> None:
+    """The lean read path keeps its own copies of two rules of the store: they agree."""
+    from memcli.recall import place, uses
+    from memcli.store import model, store as store_mod
+
+    for name in ("coder", "a.b-c_1", "", ".", "..", ".hidden", "x" * 100, "x" * 101, "a/b", "é", "a b"):
+        assert place.is_valid_scope_id(name) == store_mod.is_valid_scope_id(name), name
+    assert uses._ID_RE.pattern == model.ID_RE.pattern
