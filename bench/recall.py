@@ -40,8 +40,18 @@ NOW = "2026-11-22T00:00:00Z"
 BEGIN, END = "<!-- recall:begin -->", "<!-- recall:end -->"
 
 
-def make_store(root: Path) -> list[tuple[str, str]]:
-    """The set as a store (agent coder); returns (query, wanted id) pairs."""
+def rows_of(version: str) -> tuple[list[tuple[str, str, list[str], str | None]], int]:
+    """The memories of a set version as (summary, details, tags, query or None), and how many
+    of the queries are held out (the last ones)."""
+    targets = [(s, d, t, q) for s, d, t, q in recall_set.TARGETS]
+    if version == "v1":
+        return targets + [(s, "", t, None) for s, t in recall_set.distractors_v1()], 0
+    holdout = [(s, d, t, q) for s, d, t, q in recall_set.HOLDOUT]
+    return targets + holdout + [(s, d, t, None) for s, d, t in recall_set.DISTRACTORS_V2], len(holdout)
+
+
+def make_store(root: Path, version: str = "v2") -> list[tuple[str, str]]:
+    """The set as a store (agent coder); returns (query, wanted id) pairs, held-out last."""
     from memcli.store.model import encode, new_memory_id, parse_ts
 
     moment = parse_ts(NOW)[0]
@@ -51,7 +61,7 @@ def make_store(root: Path) -> list[tuple[str, str]]:
         (root / sub).mkdir()
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\n")
     pairs: list[tuple[str, str]] = []
-    rows = [(s, d, t, q) for s, d, t, q in recall_set.TARGETS] + [(s, "", t, None) for s, t in recall_set.distractors()]
+    rows, _held = rows_of(version)
     for n, (summary, details, tags, query) in enumerate(rows):
         mem_id = new_memory_id(moment, f"recall{n}")
         content = {"summary": summary, **({"details": details} if details else {})}
@@ -128,14 +138,17 @@ def hits(search: Any, pairs: list[tuple[str, str]]) -> tuple[float, float]:
     return h1 / len(pairs), h5 / len(pairs)
 
 
-def quality() -> dict[str, Any]:
+def quality(version: str = "v2") -> dict[str, Any]:
+    """hit@1 and hit@5 of each ranking on one version of the set (for v2: the tuning
+    queries and the held-out ones apart)."""
     from memcli.recall import search
     from memcli.store.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "store"
         os.environ["MEMCLI_NOW"] = NOW
-        pairs = make_store(root)
+        pairs = make_store(root, version)
+        held = rows_of(version)[1]
         docs = _docs(root)
         store = Store(root)
 
@@ -145,8 +158,37 @@ def quality() -> dict[str, Any]:
             except search.EmptyQueryError:
                 return []
 
-        return {"memories": len(docs), "queries": len(pairs), "memcli": hits(ours, pairs),
-                "plain BM25": hits(plain_bm25(docs), pairs), "SQLite FTS5 (porter)": hits(fts5(docs), pairs)}
+        parts = {"tuning": pairs[:len(pairs) - held]}
+        if held:
+            parts["held out"] = pairs[len(pairs) - held:]
+            parts["held out, short"] = [(q, w) for q, (_, w) in zip(recall_set.HOLDOUT_SHORT, parts["held out"],
+                                                                   strict=True)]
+        rankings = {"memcli": ours, "plain BM25": plain_bm25(docs), "SQLite FTS5 (porter)": fts5(docs)}
+        return {"version": version, "memories": len(docs),
+                "parts": {part: {"queries": len(ps), **{name: hits(fn, ps) for name, fn in rankings.items()}}
+                          for part, ps in parts.items()}}
+
+
+def misses(version: str = "v2", part: str = "tuning") -> list[tuple[str, str, list[str]]]:
+    """The queries memcli misses at 5 (query, wanted summary, summaries returned): for
+    looking at the tuning part only."""
+    from memcli.recall import search
+    from memcli.store.store import Store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "store"
+        os.environ["MEMCLI_NOW"] = NOW
+        pairs = make_store(root, version)
+        held = rows_of(version)[1]
+        pairs = pairs[:len(pairs) - held] if part == "tuning" else pairs[len(pairs) - held:]
+        docs = _docs(root)
+        store = Store(root)
+        out = []
+        for query, wanted in pairs:
+            got = [r.id for r in search.recall(store, query, "coder", 5)]
+            if wanted not in got:
+                out.append((query, docs[wanted][0], [docs[g][0] for g in got]))
+        return out
 
 
 # ---------------------------------------------------------------- speed

@@ -2,7 +2,8 @@
 
 - `recall_key`: relevance first; scores equal to the sixth decimal are a tie, broken by
   priority (critical first), then recency (`updated_at`, else `created_at`; a memory with no
-  readable time comes last).
+  readable time comes last), then the id (so that the order never depends on the index's
+  internal layout).
 - `brief_rank` and `briefing_key`: the briefing's order, critical first, then protected
   (SPEC 2, the age rule aside: it changes with the clock), then by use (folded and pending
   alike), then the most recent.
@@ -46,9 +47,10 @@ def combine(lexical: float, semantic: float | None = None, weight: float = 0.0) 
     return lexical if semantic is None else lexical + weight * semantic
 
 
-def recall_key(score: float, priority: Any, recency: Any) -> tuple[float, int, float]:
+def recall_key(score: float, priority: Any, recency: Any, mem_id: str = "") -> tuple[float, int, float, str]:
     moment = epoch(recency)
-    return (-round(score, 6), PRIORITY_RANK.get(str(priority), 2), -moment if moment is not None else NO_TIME)
+    return (-round(score, 6), PRIORITY_RANK.get(str(priority), 2), -moment if moment is not None else NO_TIME,
+            mem_id)
 
 
 def brief_rank(data: dict[str, Any]) -> int:

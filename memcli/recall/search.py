@@ -215,5 +215,5 @@ def _search(root: Path, idx: Any, plan: QueryPlan, rels: list[str],
                               str(meta.get("type")), str(meta.get("subtype") or ""),
                               str(meta.get("summary") or ""), key, str(meta.get("priority") or "normal"),
                               str(meta.get("recency") or "")))
-    results.sort(key=lambda r: rank.recall_key(r.score, r.priority, r.recency))
+    results.sort(key=lambda r: rank.recall_key(r.score, r.priority, r.recency, r.id))
     return results[:limit], moved
