@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import time
 from pathlib import Path
 
@@ -107,17 +108,21 @@ def schema() -> Any:
 
 def camel_parts(text: str) -> str:
     """The pieces of CamelCase identifiers in a text ("getUserName" -> "get User Name")."""
-    if not _CAMEL_HINT.search(text):
+    if text.islower() or not _CAMEL_HINT.search(text):  # (islower: a quick no for most texts)
         return ""
     return " ".join(" ".join(_CAMEL_PIECE.findall(word)) for word in _CAMEL_WORD.findall(text))
 
 
 def document(rel: str, mem: Memory) -> dict[str, Any] | None:
     """The document of a live memory (None for a record marked archived: never recalled)."""
-    data = mem.data
+    return document_of(rel, mem.name, mem.data, mem.size, mem.mtime_ns)
+
+
+def document_of(rel: str, name: str, data: dict[str, Any], size: int, mtime_ns: int) -> dict[str, Any] | None:
+    """`document` from a record read and checked (here or by the folder's index)."""
     if "archived_at" in data:
         return None
-    content = mem.content
+    content = data.get("content") if isinstance(data.get("content"), dict) else {}
     summary = _text(content.get("summary"))
     details = _text(content.get("details"))
     others = " ".join(v for k, v in sorted(content.items()) if k not in ("summary", "details")
@@ -127,12 +132,12 @@ def document(rel: str, mem: Memory) -> dict[str, Any] | None:
     raw_count = data.get("access_count")
     count = raw_count if isinstance(raw_count, int) and not isinstance(raw_count, bool) else 0
     rank = brief_rank(data)  # the briefing's order, kept as a fast field
-    meta = {"id": mem.id, "type": data.get("type"), "subtype": data.get("subtype") or "",
+    meta = {"id": data["id"], "type": data.get("type"), "subtype": data.get("subtype") or "",
             "priority": data.get("priority") or "normal",
             "recency": str(data.get("updated_at") or data.get("created_at") or ""),
-            "summary": summary[:300], "size": mem.size, "mtime_ns": mem.mtime_ns,
+            "summary": summary[:300], "size": size, "mtime_ns": mtime_ns,
             "rank": rank, "uses": count}
-    return {"key": f"{rel}/{mem.name}", "folder": rel, "summary": summary, "details": details,
+    return {"key": f"{rel}/{name}", "folder": rel, "summary": summary, "details": details,
             "tags": tags, "parts": camel_parts(f"{summary} {details} {tags}"),
             "code": f"{summary} {details} {tags}", "meta": _orjson().dumps(meta).decode(),
             "brief": rank * 1_000_000_000 + min(max(count, 0), 999_999_999)}
@@ -259,7 +264,7 @@ def rebuild(store: Any, problems: Problems) -> Generation:
     words, code = analyzers()
     index.register_tokenizer(WORDS, words)
     index.register_tokenizer(CODE, code)
-    writer = index.writer(heap_size=128_000_000, num_threads=min(2, os.cpu_count() or 1))
+    writer = index.writer(heap_size=50_000_000, num_threads=min(2, os.cpu_count() or 1))
     for folder in store.memory_folders():
         before, listed = _mtime(folder.path), time.time_ns()
         rows, bad = _read_folder(store, folder, {}, {}, problems, lambda doc: writer.add_document(
@@ -291,38 +296,61 @@ def _stamp(path: Path, rows_taken_ns: int | None, listed_ns: int | None = None) 
 def _read_folder(store: Any, folder: Any, old_rows: dict[str, Any], old_bad: dict[str, Any],
                  problems: Problems, add: Callable[[dict[str, Any]], None],
                  delete: Callable[[str], None] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Compare a folder's files with its rows; index what changed. Returns (rows, bad)."""
+    """Compare a folder's files with its rows; index what changed. Returns (rows, bad).
+
+    A file whose `_index.json` entry still has its size and mtime was read and checked by
+    the store when the entry was written (the store's own rule for trusting an entry): it is
+    only parsed here, not checked again. Any other file is read through the store's checks
+    (bad input reported and skipped)."""
     from memcli.store.store import Problem
 
     rows: dict[str, Any] = {}
     bad: dict[str, Any] = {}
+    entries: dict[str, Any] | None = None
+    base = str(folder.path)
     for name in store.memory_names(folder):
-        path = folder.path / name
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        sig = [st.st_size, st.st_mtime_ns]
-        old = old_rows.get(name)
-        if old is not None and old[:2] == sig:
-            rows[name] = old
-            continue
-        seen_bad = old_bad.get(name)
-        if seen_bad is not None and seen_bad[:2] == sig:
-            bad[name] = seen_bad
-            problems.append(Problem(store.rel(path), str(seen_bad[2]), "bad_file"))
-            continue
-        found: list[Any] = []
-        mem = store.try_read(path, folder, found)
-        problems.extend(found)
-        if delete is not None and old is not None:
-            delete(f"{folder.rel}/{name}")
-        if mem is None:
-            if found and found[0].severity == "error":
-                bad[name] = [*sig, "; ".join(p.reason for p in found if p.severity == "error")]
-            continue
-        doc = document(folder.rel, mem)
-        rows[name] = [mem.size, mem.mtime_ns, mem.id]
+        path = os.path.join(base, name)
+        sig: list[int] | None = None
+        if old_rows or old_bad:  # a sync: compare with the rows before reading anything
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            sig = [st.st_size, st.st_mtime_ns]
+            old = old_rows.get(name)
+            if old is not None and old[:2] == sig:
+                rows[name] = old
+                continue
+            seen_bad = old_bad.get(name)
+            if seen_bad is not None and seen_bad[:2] == sig:
+                bad[name] = seen_bad
+                problems.append(Problem(f"{folder.rel}/{name}", str(seen_bad[2]), "bad_file"))
+                continue
+            if delete is not None and old is not None:
+                delete(f"{folder.rel}/{name}")
+        if entries is None:
+            entries = _entries(folder.path)
+        trusted = _read_trusted(path, name, entries.get(name))
+        if trusted is not None:
+            data, sig = trusted
+            rows[name] = [*sig, data["id"]]
+            doc = document_of(folder.rel, name, data, *sig)
+        else:
+            found: list[Any] = []
+            mem = store.try_read(folder.path / name, folder, found)
+            problems.extend(found)
+            if mem is None:
+                if found and found[0].severity == "error":
+                    if sig is None:
+                        try:
+                            st = os.lstat(path)
+                        except OSError:
+                            continue
+                        sig = [st.st_size, st.st_mtime_ns]
+                    bad[name] = [*sig, "; ".join(p.reason for p in found if p.severity == "error")]
+                continue
+            rows[name] = [mem.size, mem.mtime_ns, mem.id]
+            doc = document(folder.rel, mem)
         if doc is not None:
             add(doc)
     if delete is not None:
@@ -330,6 +358,46 @@ def _read_folder(store: Any, folder: Any, old_rows: dict[str, Any], old_bad: dic
             if name not in rows and name not in bad:
                 delete(f"{folder.rel}/{name}")
     return rows, bad
+
+
+def _entries(folder: Path) -> dict[str, Any]:
+    """The folder's `_index.json` entries by file name ({} when missing or unreadable)."""
+    try:
+        data = _orjson().loads((folder / "_index.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    listed = data.get("entries") if isinstance(data, dict) else None
+    if not isinstance(listed, list):
+        return {}
+    return {e["file"]: e for e in listed if isinstance(e, dict) and isinstance(e.get("file"), str)}
+
+
+def _read_trusted(path: str, name: str, entry: Any) -> tuple[dict[str, Any], list[int]] | None:
+    """The record (and size, mtime) of a JSON file its index entry vouches for: the open
+    file has the entry's size and mtime. Else None (the caller reads it with every check)."""
+    if not isinstance(entry, dict) or not name.endswith(".json") or "content_hash" not in entry:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        sig = [st.st_size, st.st_mtime_ns]
+        if sig != [entry.get("size"), entry.get("mtime_ns")] or not stat.S_ISREG(st.st_mode):
+            return None
+        raw = os.read(fd, st.st_size + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        data = _orjson().loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("id") != entry.get("id") or len(raw) != sig[0]:
+        return None
+    return data, sig
 
 
 def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force: bool = False) -> bool:

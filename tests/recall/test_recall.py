@@ -129,6 +129,24 @@ def test_broken_file_named_and_skipped(store: Path) -> None:
         assert "agent/coder/mem_broken.json" in proc.stderr
 
 
+def test_build_trusts_only_entries_that_still_match(store: Path) -> None:
+    """A file its `_index.json` entry vouches for (same size and mtime) is only parsed when
+    the index is built; a file changed since its entry is read with every check again."""
+    good = add(store, summary="Redis eviction is allkeys-lru")
+    changed = add(store, summary="Redis maxmemory is four gigabytes")
+    memories.reindex(Store(store))  # entries for both
+    path = store / "agent" / "coder" / f"{changed['id']}.json"
+    bad = json.loads(path.read_text())
+    bad["created_at"] = "not a time"  # bad input the store's checks refuse
+    path.write_text(json.dumps(bad))
+    st = Store(store)
+    problems: list = []
+    with rindex.writing(store):
+        rindex.rebuild(st, problems)
+    assert [p.path for p in problems] == [f"agent/coder/{changed['id']}.json"]
+    assert ids(search.recall(st, "redis eviction maxmemory", limit=5)) == [good["id"]]
+
+
 def test_archived_never_recalled_and_forget_restore(store: Path) -> None:
     mem = add(store, summary="The staging database is pg-stage-2")
     st = Store(store)
@@ -250,7 +268,8 @@ def test_lean_start_up(store: Path) -> None:
 def test_scope_id_and_id_rules_match_the_store() -> None:
     """The lean read path keeps its own copies of two rules of the store: they agree."""
     from memcli.recall import place, uses
-    from memcli.store import model, store as store_mod
+    from memcli.store import model
+    from memcli.store import store as store_mod
 
     for name in ("coder", "a.b-c_1", "", ".", "..", ".hidden", "x" * 100, "x" * 101, "a/b", "é", "a b"):
         assert place.is_valid_scope_id(name) == store_mod.is_valid_scope_id(name), name
