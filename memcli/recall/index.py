@@ -122,7 +122,8 @@ def document_of(rel: str, name: str, data: dict[str, Any], size: int, mtime_ns: 
     """`document` from a record read and checked (here or by the folder's index)."""
     if "archived_at" in data:
         return None
-    content = data.get("content") if isinstance(data.get("content"), dict) else {}
+    found = data.get("content")
+    content: dict[str, Any] = found if isinstance(found, dict) else {}
     summary = _text(content.get("summary"))
     details = _text(content.get("details"))
     others = " ".join(v for k, v in sorted(content.items()) if k not in ("summary", "details")
