@@ -402,27 +402,37 @@ def _read_trusted(path: str, name: str, entry: Any) -> tuple[dict[str, Any], lis
 
 
 def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force: bool = False) -> bool:
-    """Bring the folders `rels` in line with their files, and commit pending documents.
-    The caller holds the index lock. Returns whether anything was committed."""
+    """Bring the folders `rels` in line with their files, and commit pending documents (and
+    their rows). The caller holds the index lock. Returns whether anything was committed."""
     tv = _tantivy()
     stale = [rel for rel in rels if force or not _vouched(store, gen, rel)]
     pending = _read_pending(gen)
-    for rel in rels:
-        if rel not in stale:
-            problems.extend(_bad_problems(store, gen, rel))
     if not stale and not pending:
+        for rel in rels:
+            problems.extend(_bad_at(gen, rel))
         return False
     index = open_index(gen)
     writer = index.writer(heap_size=50_000_000, num_threads=1)
+    saved: dict[str, dict[str, Any]] = {}
     for doc in pending:
-        writer.delete_documents_by_term("key", doc["key"])
-        if not doc.get("deleted"):
+        key = str(doc["key"])
+        rel, _, name = key.rpartition("/")
+        data = saved.setdefault(rel, gen.load_rows(rel))
+        data["rows"].pop(name, None)
+        data.setdefault("bad", {}).pop(name, None)
+        writer.delete_documents_by_term("key", key)
+        if isinstance(doc.get("row"), list):  # a record marked archived: a row, no document
+            data["rows"][name] = doc["row"]
+        elif isinstance(doc.get("bad"), list):
+            data["bad"][name] = doc["bad"]
+        elif not doc.get("deleted"):
             fields = ("key", "folder", *TEXT_FIELDS, "meta", "brief")
             writer.add_document(tv.Document(**{k: doc[k] for k in fields}))
+            meta = json.loads(doc["meta"])
+            data["rows"][name] = [meta["size"], meta["mtime_ns"], meta["id"]]
     folders = {f.rel: f for f in store.memory_folders()}
-    saved: dict[str, dict[str, Any]] = {}
     for rel in stale:
-        old = gen.load_rows(rel)
+        old = saved.get(rel) or gen.load_rows(rel)
         folder = folders.get(rel)
         before = _mtime(folder.path) if folder is not None else None
         listed = time.time_ns()
@@ -440,11 +450,16 @@ def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force
     writer.wait_merging_threads()
     for rel, data in saved.items():  # after the commit: replaying a sync is harmless
         gen.save_rows(rel, data)
+        if rel in gen.folders:
+            gen.folders[rel]["bad"] = bool(data.get("bad"))
         if not data["rows"] and not data["bad"] and rel not in folders:
             gen.folders.pop(rel, None)
     gen.save_folders()
     if pending:
         _write(gen.path / "pending.jsonl", b"")
+    for rel in rels:
+        if rel not in stale:
+            problems.extend(_bad_at(gen, rel))
     return True
 
 
@@ -520,6 +535,8 @@ def keeping_current(store: Any) -> Iterator[Callable[[Any, str], None]]:
 
 
 def _queue(store: Any, noted: dict[str, tuple[Any, int | None, list[str]]]) -> None:
+    """Append the noted files' documents (and rows) to pending.jsonl; only folders.json is
+    rewritten, never a folder's rows (a cost that would grow with the folder)."""
     gen = current(store.root)
     if gen is None:
         return  # no index yet: the first search builds it
@@ -531,38 +548,38 @@ def _queue(store: Any, noted: dict[str, tuple[Any, int | None, list[str]]]) -> N
             return
         lines: list[bytes] = []
         for rel, (folder, before, names) in noted.items():
-            vouched = before is not None and (gen.folders.get(rel) or {}).get("stamp") == before
-            if not vouched:
+            state = gen.folders.get(rel) or {}
+            if before is None or state.get("stamp") != before:
                 continue  # changed by someone else since: the next search lists the folder
-            data = gen.load_rows(rel)
+            bad = bool(state.get("bad"))
             for name in dict.fromkeys(names):
-                lines.append(_pending_line(store, folder, name, data))
-            gen.save_rows(rel, data)
-            gen.folders[rel] = {"stamp": _mtime(folder.path), "bad": bool(data.get("bad"))}
+                line, is_bad = _pending_line(store, folder, name)
+                lines.append(line)
+                bad = bad or is_bad
+            gen.folders[rel] = {"stamp": _mtime(folder.path), "bad": bad}
         if lines:
             with open(gen.path / "pending.jsonl", "ab") as handle:
                 handle.write(b"".join(lines))
         gen.save_folders()
 
 
-def _pending_line(store: Any, folder: Any, name: str, data: dict[str, Any]) -> bytes:
+def _pending_line(store: Any, folder: Any, name: str) -> tuple[bytes, bool]:
+    """The pending line of one file (its document; or a row, a bad file, a deletion) and
+    whether the file is bad input."""
     key = f"{folder.rel}/{name}"
     found: list[Any] = []
     mem = store.try_read(folder.path / name, folder, found)
-    data["rows"].pop(name, None)
-    data.setdefault("bad", {}).pop(name, None)
+    line: dict[str, Any] = {"key": key, "deleted": True}
     if mem is None:
-        try:
+        errors = [p.reason for p in found if p.severity == "error"]
+        with contextlib.suppress(OSError):
             st = os.lstat(folder.path / name)
-            errors = [p.reason for p in found if p.severity == "error"]
             if errors:
-                data["bad"][name] = [st.st_size, st.st_mtime_ns, "; ".join(errors)]
-        except OSError:
-            pass
-        return _orjson().dumps({"key": key, "deleted": True}) + b"\n"
-    data["rows"][name] = [mem.size, mem.mtime_ns, mem.id]
-    doc = document(folder.rel, mem)
-    return _orjson().dumps(doc if doc is not None else {"key": key, "deleted": True}) + b"\n"
+                line = {"key": key, "bad": [st.st_size, st.st_mtime_ns, "; ".join(errors)]}
+    else:
+        doc = document(folder.rel, mem)
+        line = doc if doc is not None else {"key": key, "row": [mem.size, mem.mtime_ns, mem.id]}
+    return _orjson().dumps(line) + b"\n", "bad" in line
 
 
 def written(store: Any, names: dict[str, list[str]]) -> None:
