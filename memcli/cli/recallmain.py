@@ -87,7 +87,12 @@ def mcp(opts: FastOpts, args: list[str]) -> int | None:
         root = discover(opts.store)
     except MemcliError as exc:
         return _fail(opts, str(exc), exc.exit_code)
-    mcp_server.serve(Path(root), opts.wait)
+    try:
+        mcp_server.serve(Path(root), opts.wait)
+    except ImportError as exc:  # a broken install: say what is missing
+        return _fail(opts, f"the MCP server needs the `mcp` package ({exc}); reinstall memcli", 1)
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 

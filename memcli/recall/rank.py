@@ -55,13 +55,16 @@ def recall_key(score: float, priority: Any, recency: Any, mem_id: str = "") -> t
 
 def brief_rank(data: dict[str, Any]) -> int:
     """2 for a critical memory, 1 for one protected otherwise (a `permanent` or `protected`
-    tag, a decision, a person's memory without consent), 0 for the rest."""
+    tag, a decision, a person's memory without consent), 0 for the rest. (Runs for every
+    memory of a briefing read from the folders' indices: kept to a few lookups.)"""
     if data.get("priority") == "critical":
         return 2
-    tags = set(t for t in data.get("tags") or [] if isinstance(t, str))
-    decision = (data.get("type"), data.get("subtype")) == ("semantic", "decision")
-    if tags & {"permanent", "protected"} or decision or (data.get("created_by") == "USER"
-                                                         and data.get("consent") is not True):
+    tags = data.get("tags")
+    if isinstance(tags, list) and ("permanent" in tags or "protected" in tags):
+        return 1
+    if data.get("subtype") == "decision" and data.get("type") == "semantic":
+        return 1
+    if data.get("created_by") == "USER" and data.get("consent") is not True:
         return 1
     return 0
 
