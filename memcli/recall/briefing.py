@@ -98,7 +98,7 @@ def _from_search_index(root: str, opened: tuple[Any, Any], rels: list[str], skip
 
 def _from_folder_indices(root: str, rels: list[str], skip: set[str],
                          extra: dict[str, Pending]) -> Iterator[dict[str, Any]]:
-    candidates: list[tuple[tuple[int, int, float], str, str, dict[str, Any]]] = []
+    candidates: list[tuple[tuple[int, int, float], str, str, str, int]] = []
     for rel in rels:
         folder = os.path.join(root, rel)
         try:
