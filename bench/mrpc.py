@@ -11,15 +11,23 @@ For each split and scorer this prints, at the merge threshold:
 - per guard, how many above-threshold pairs of each label it rejects: first (the reason the
   engine would log, in GUARDS order) and alone (the guard on its own).
 
-The data directory defaults to ``../shared/data/mrpc`` from the repository root and holds
-``msr_paraphrase_train.txt`` and ``msr_paraphrase_test.txt`` (tab-separated, with a header:
-Quality, #1 ID, #2 ID, #1 String, #2 String). Guards were tuned on train only.
+Similarity is the rule's (:func:`memcli.consolidate.rules.similarity`: the scorer on the
+normalised texts, or on the texts without their articles when that is higher). With
+``--semantic`` (the ``memcli[semantic]`` extra installed) a pair also merges when its
+embeddings' cosine is above :data:`memcli.consolidate.semantic.THRESHOLD` and no guard rejects
+it; the figures are printed for the default scorer.
+
+The data directory is ``$MEMCLI_MRPC_DATA``, else the first ``shared/data/mrpc`` found beside
+the repository or one level up, and holds ``msr_paraphrase_train.txt`` and
+``msr_paraphrase_test.txt`` (tab-separated, with a header: Quality, #1 ID, #2 ID, #1 String,
+#2 String). Guards were tuned on train only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -32,9 +40,19 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout that is not installed
     sys.path.insert(0, str(ROOT))
 
+from memcli.consolidate import rules  # noqa: E402
 from memcli.consolidate.guards import GUARDS, guard_function, guard_rejects  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mrpc"
+
+def _default_data() -> Path:
+    """$MEMCLI_MRPC_DATA, else the first shared/data/mrpc next to the checkout or above it."""
+    if os.environ.get("MEMCLI_MRPC_DATA"):
+        return Path(os.environ["MEMCLI_MRPC_DATA"])
+    candidates = [base / "shared" / "data" / "mrpc" for base in (ROOT.parent, ROOT.parent.parent)]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+DEFAULT_DATA = _default_data()
 SPLITS = ("train", "test")
 DEFAULT_SCORERS = ("token_sort_ratio", "ratio", "token_set_ratio", "partial_ratio", "WRatio")
 DEFAULT_THRESHOLD = 0.80
@@ -80,7 +98,27 @@ def similarities(pairs: Sequence[Pair], scorer: str) -> list[float]:
     left = [default_process(p.text_a) for p in pairs]
     right = [default_process(p.text_b) for p in pairs]
     scores = process.cpdist(left, right, scorer=getattr(fuzz, scorer), processor=None)
-    return [float(s) / 100.0 for s in scores]
+    out = [float(s) / 100.0 for s in scores]
+    if scorer not in rules.SCORER_NAMES:
+        return out
+    # the rule's second look: articles aside, for pairs just below the threshold
+    near = DEFAULT_THRESHOLD - rules.SECOND_LOOK_BAND
+    return [rules.similarity(a, b, scorer) if near <= s <= DEFAULT_THRESHOLD else s
+            for a, b, s in zip(left, right, out, strict=True)]
+
+
+def semantic_merges(pairs: Sequence[Pair], threshold: float) -> dict[str, Any]:
+    """With the semantic signal: the pairs the rule merges by text or by meaning (cosine),
+    guards deciding, as false-merge rate and recall."""
+    from memcli.consolidate import semantic
+
+    cos = (semantic.embed([p.text_a for p in pairs]) * semantic.embed([p.text_b for p in pairs])).sum(axis=1)
+    merged = [p for p, s, c in zip(pairs, similarities(pairs, "token_sort_ratio"), cos, strict=True)
+              if (s > threshold or c > semantic.THRESHOLD) and guard_rejects(p.text_a, p.text_b) is None]
+    totals = {lab: sum(1 for p in pairs if p.label == lab) for lab in (0, 1)}
+    return {"cosine_threshold": semantic.THRESHOLD,
+            "false_merge_rate": _rate(sum(p.label == 0 for p in merged), totals[0]),
+            "recall": _rate(sum(p.label == 1 for p in merged), totals[1])}
 
 
 def _rate(count: int, total: int) -> float:
@@ -126,13 +164,18 @@ def measure(
     pairs: Sequence[Pair],
     scorers: Sequence[str] = DEFAULT_SCORERS,
     threshold: float = DEFAULT_THRESHOLD,
+    semantic: bool = False,
 ) -> dict[str, Any]:
-    """All figures for one split: pair counts and, per scorer, :func:`measure_scorer`."""
-    return {
+    """All figures for one split: pair counts and, per scorer, :func:`measure_scorer`; with
+    ``semantic``, :func:`semantic_merges` too."""
+    result = {
         "pairs": {"0": sum(1 for p in pairs if p.label == 0), "1": sum(p.label for p in pairs)},
         "threshold": threshold,
         "scorers": {name: measure_scorer(pairs, name, threshold) for name in scorers},
     }
+    if semantic:
+        result["semantic"] = semantic_merges(pairs, threshold)
+    return result
 
 
 def format_report(split: str, result: dict[str, Any]) -> str:
@@ -148,6 +191,10 @@ def format_report(split: str, result: dict[str, Any]) -> str:
             f"  {name:<18} {fig['false_merge_rate']:>11.1%} {fig['false_merge_rate_guarded']:>8.1%}"
             f" {fig['recall']:>8.1%} {fig['recall_guarded']:>8.1%}"
         )
+    if "semantic" in result:
+        fig = result["semantic"]
+        lines.append(f"  {'+ semantic ' + str(fig['cosine_threshold']):<18} {'':>11} "
+                     f"{fig['false_merge_rate']:>8.1%} {'':>8} {fig['recall']:>8.1%}")
     for name, fig in result["scorers"].items():
         lines.append(f"  rejections above threshold, {name} (label-0 / label-1):")
         for guard, counts in fig["guards"].items():
@@ -167,6 +214,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--semantic", action="store_true", help="also merge by embedding cosine")
     return parser.parse_args(argv)
 
 
@@ -178,6 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"unknown scorer: {', '.join(unknown)}", file=sys.stderr)
         return 2
+    if args.semantic:
+        from memcli.consolidate import semantic
+
+        if not semantic.available():
+            print("--semantic needs the semantic extra: pip install 'memcli[semantic]'", file=sys.stderr)
+            return 2
     results: dict[str, Any] = {}
     for split in SPLITS:
         try:
@@ -185,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except FileNotFoundError as exc:
             print(f"missing MRPC file: {exc.filename}", file=sys.stderr)
             return 1
-        results[split] = measure(pairs, scorers, args.threshold)
+        results[split] = measure(pairs, scorers, args.threshold, args.semantic)
     if args.json:
         print(json.dumps(results, indent=2))
     else:

@@ -27,6 +27,7 @@ class Consolidation:
     content_similarity: float = 0.80
     scorer: str = "token_sort_ratio"
     guards: bool = True
+    semantic: bool = False  # the embedding signal of memcli[semantic] (README, Guards)
     summarize_after_days: float = 30.0
     summarize_min_chars: int = 5000
     summary_max_chars: int = 1500
@@ -63,11 +64,19 @@ class Recall:
 
 
 @dataclass(frozen=True)
+class Capture:
+    enabled: bool = True  # capture from the hooks (SessionEnd, PreCompact); by hand always works
+    min_messages: int = 4  # a session with fewer messages is skipped
+    max_details_chars: int = 4000  # kept under summarize_min_chars: rule 3.2 leaves it alone
+
+
+@dataclass(frozen=True)
 class Settings:
     consolidation: Consolidation = field(default_factory=Consolidation)
     schedule: Schedule = field(default_factory=Schedule)
     llm: Llm = field(default_factory=Llm)
     recall: Recall = field(default_factory=Recall)
+    capture: Capture = field(default_factory=Capture)
     teams: dict[str, str] = field(default_factory=dict)
     default_team: str = "team"
 
@@ -98,6 +107,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "prompt_limit": (0, 100),
     "min_score": (0, None),
     "hook_budget_ms": (50, 60_000),
+    "min_messages": (0, None),
+    "max_details_chars": (500, 100_000),
 }
 
 
@@ -115,7 +126,7 @@ def load_settings(store_root: Path) -> Settings:
 
 def settings_from_dict(raw: dict[str, Any], path: object = "memcli.toml") -> Settings:
     """Build checked settings from parsed TOML; every wrong key raises ConfigError naming it."""
-    known = {"consolidation", "schedule", "llm", "teams", "recall"}
+    known = {"consolidation", "schedule", "llm", "teams", "recall", "capture"}
     for key in raw:
         if key not in known:
             raise ConfigError(f"{path}: unknown section [{key}] (known: {', '.join(sorted(known))})")
@@ -129,6 +140,7 @@ def settings_from_dict(raw: dict[str, Any], path: object = "memcli.toml") -> Set
         schedule=_build(Schedule, _section(raw, "schedule", path), path),
         llm=_build(Llm, _section(raw, "llm", path), path),
         recall=_build(Recall, _section(raw, "recall", path), path),
+        capture=_build(Capture, _section(raw, "capture", path), path),
         teams=teams_raw,
         default_team=default_team,
     )

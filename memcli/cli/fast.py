@@ -24,6 +24,8 @@ ROUTES: dict[tuple[str, ...], str] = {
     ("mcp",): "memcli.cli.recallmain:mcp",
     ("hook",): "memcli.cli.hookmain:unknown_hook",  # any other hook: exit 0 (hooks fail open)
     ("tick",): "memcli.cli.tickmain:tick",
+    ("hook", "pre-compact"): "memcli.cli.capturemain:pre_compact",
+    ("hook", "capture-background"): "memcli.cli.capturemain:capture_background",
 }
 _VALUE_OPTIONS = ("--store", "--wait")
 _FLAG_OPTIONS = ("--json", "--quiet")

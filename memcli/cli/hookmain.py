@@ -34,7 +34,16 @@ def run_background(opts: FastOpts, args: list[str]) -> int:
     every session, so its start-up is worth keeping small too)."""
     root = opts.store or os.getcwd()
     if hooks.is_store_dir(root):
-        hooks.run_pass(os.path.realpath(root), opts.wait)
+        capture = None
+        if args:  # the session to capture first (`--transcript`, `--session-id`, `--reason`)
+            from memcli.integrations.capture_hook import parse_field_args
+
+            fields, rest = parse_field_args(args)
+            capture = fields if fields.get("transcript_path") else None
+            if rest:
+                hooks.log(root, f"run-background: ignored unknown arguments: {hooks.clean(' '.join(rest))}",
+                          "warn")
+        hooks.run_pass(os.path.realpath(root), opts.wait, capture)
     return 0
 
 

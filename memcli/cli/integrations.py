@@ -15,6 +15,7 @@ from memcli.cli import hookmain
 from memcli.cli.common import Opts, app, emit_json, opts
 from memcli.cli.fast import FastOpts
 from memcli.integrations import claude, health, install, schedule
+from memcli.integrations import hooks as hook_core
 from memcli.store import opsfiles
 from memcli.store.model import now, ts_or_none
 from memcli.store.store import discover, is_store
@@ -45,14 +46,21 @@ def session_end_cmd(ctx: typer.Context) -> None:
 
 
 @hook_app.command("run-background", hidden=True)
-def run_background_cmd(ctx: typer.Context) -> None:
-    """Internal: the pass that `hook session-end` starts (session_end consolidation, then
-    tick), logging everything to ops/hook.log.
+def run_background_cmd(
+    ctx: typer.Context,
+    transcript: str = typer.Option(None, "--transcript", help="Capture this transcript first."),
+    session_id: str = typer.Option(None, "--session-id"),
+    reason: str = typer.Option(None, "--reason"),
+) -> None:
+    """Internal: the pass that `hook session-end` starts (capture of the transcript it names,
+    session_end consolidation, then tick), logging everything to ops/hook.log.
 
-    Example: memcli --store /abs/store hook run-background
+    Example: memcli --store /abs/store hook run-background --transcript /abs/session.jsonl
     """
     o = opts(ctx)
-    hookmain.run_background(FastOpts(o.store, o.json, o.quiet, o.wait), [])
+    hookmain.run_background(FastOpts(o.store, o.json, o.quiet, o.wait),
+                            hook_core.capture_args({"transcript_path": transcript, "session_id": session_id,
+                                                "reason": reason}))
 
 
 # ---------------------------------------------------------------- install claude

@@ -182,7 +182,7 @@ _DID = (("memories_merged", "merged"), ("memories_summarized", "summarised"),
 def _did(entry: dict[str, Any]) -> str:
     stats = entry.get("stats", {})
     parts = [f"{label} {stats[key]}" for key, label in _DID if stats.get(key)]
-    others = [a["type"] for a in entry.get("actions", []) if a.get("type") in ("undo", "restore")]
+    others = [a["type"] for a in entry.get("actions", []) if a.get("type") in ("undo", "restore", "capture")]
     return ", ".join(parts + others) or "no change"
 
 
@@ -239,6 +239,52 @@ def review_list(ctx: typer.Context, all_: bool = typer.Option(False, "--all", he
                       str(i.get("similarity", "")), str(i.get("created_at", ""))[:10])
     console.print(table)
     console.print("Resolve with: memcli review resolve ID --keep-both | --merge", highlight=False)
+
+
+@review_app.command("show")
+def review_show(ctx: typer.Context, item_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Show one review item: both memories side by side, their similarity, and the guard that
+    spoke (with what it checks), so that a person can decide it.
+
+    Example: memcli review show rev_0001      (then: memcli review resolve rev_0001 --keep-both)
+    """
+    o = opts(ctx)
+    detail = history.review_detail(o.open_store(), item_id)
+    if o.json:
+        emit_json(detail)
+        return
+    _render_review(detail)
+
+
+def _render_review(detail: dict[str, Any]) -> None:
+    reason = str(detail.get("reason", ""))
+    similarity = detail.get("similarity")
+    head = (f"{detail.get('id')} ({detail.get('status', '')}): {reason}"
+            + (f", similarity {similarity}" if similarity is not None else "")
+            + (f", queued {str(detail.get('created_at', ''))[:10]}" if detail.get("created_at") else ""))
+    console.print(head, style="bold", highlight=False, markup=False)
+    if detail.get("guard"):
+        console.print(f"Guard: {detail['guard']} - {detail.get('guard_checks', '')}", highlight=False,
+                      markup=False)
+    table = Table(show_lines=True, expand=True)
+    memories = detail.get("memories", [])
+    for mem in memories:
+        where = " (archived)" if mem.get("archived") else ""
+        table.add_column(f"{mem['id']}{where}", overflow="fold", ratio=1)
+    rows = [lambda m: m.get("missing") or f"{m.get('created_by')}, created {str(m.get('created_at'))[:10]}"
+            f"\n{m.get('type')}/{m.get('subtype')}, tags: {', '.join(m.get('tags') or []) or '-'}",
+            lambda m: m.get("text", "")]
+    for row in rows:
+        table.add_row(*(row(m) for m in memories))
+    if memories:
+        console.print(table)
+    if "guards_now" in detail:
+        now = ", ".join(detail["guards_now"]) or "none"
+        console.print(f"Now: similarity {detail.get('similarity_now')}; guards that reject the pair: {now}",
+                      highlight=False, markup=False)
+    if detail.get("status") == "open":
+        console.print(f"Decide with: memcli review resolve {detail.get('id')} --keep-both | --merge",
+                      highlight=False, markup=False)
 
 
 @review_app.command("resolve")

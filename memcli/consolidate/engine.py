@@ -18,7 +18,8 @@ from typing import Any
 
 from memcli.config import Consolidation
 from memcli.consolidate import decisions, review, rules, since
-from memcli.consolidate.similar import ALL_PAIRS_MAX, similar_pairs
+from memcli.consolidate.explain import merge_figures
+from memcli.consolidate.similar import ALL_PAIRS_MAX, second_look, similar_pairs
 from memcli.consolidate.since import Row
 from memcli.consolidate.summary import extractive_summary
 from memcli.errors import MemcliError
@@ -87,6 +88,7 @@ class Planning:
     listings: dict[str, Stamp] | None = None  # session_end: folder -> stamp vouching for its names
     pairs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # folder -> (params, PairCache)
     state_extra: dict[str, Any] = field(default_factory=dict)  # more for ops/state.json (LLM calls)
+    vectors: Any = None  # semantic.VectorCache to save after a real run, or None
 
 
 # ---------------------------------------------------------------- entry points
@@ -152,7 +154,8 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
         planner.run()
     planner.apply_limit()
     return Planning(planner.plan, planner.problems, planner.sigs, planner.refresh,
-                    planner.listings if opts.trigger == "session_end" else None, planner.pairs_found)
+                    planner.listings if opts.trigger == "session_end" else None, planner.pairs_found,
+                    vectors=planner.vectors if opts.warm_caches else None)
 
 
 @contextlib.contextmanager
@@ -205,6 +208,9 @@ class Planner:
         from memcli.recall import uses
 
         self.uses = uses.pending(store.root)  # rules 3.3/3.4 see pending uses too (SPEC 10)
+        self.features: dict[str, Any] = {}  # content hash -> guards.TextFeatures, made once a run
+        self.vectors = self._semantic_cache()  # semantic.VectorCache when the signal is on
+        self._meaning: dict[str, float] = {}  # member id -> cosine, for members merged by meaning
 
     # ------------------------------------------------------------ loading
 
@@ -250,6 +256,7 @@ class Planner:
     def _release(self) -> None:
         self._sign_rewritten()
         self._cover_rewritten()
+        self.features.clear()
         self.live.clear()
         self._all_loaded.clear()
         self._protection.clear()
@@ -277,7 +284,8 @@ class Planner:
                 continue
             texts = BlockTexts(block)
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
-                                  floor=floor, sigs=self._sigs(block, texts), lengths=texts.lengths())
+                                  floor=floor, sigs=self._sigs(block, texts), lengths=texts.lengths(),
+                                  near=self._near())
             found[1].covered.update(hashes[n] for n in focus)
             found[1].pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in pairs.items())
 
@@ -514,16 +522,18 @@ class Planner:
             sigs = self._sigs(block, texts) if len(block) > ALL_PAIRS_MAX else None
             lengths = texts.lengths() if sigs is not None else None
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
-                                  floor=floor, sigs=sigs, lengths=lengths)
+                                  floor=floor, sigs=sigs, lengths=lengths, near=self._near())
+        second_look(texts, pairs, self.cfg.scorer, self.cfg.content_similarity, floor)
+        semantic = self._semantic_pairs(block, texts, pairs, focus)
         older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
-        for i, j in sorted(pairs):
+        for i, j in sorted(pairs.keys() | semantic.keys()):
             older.setdefault(i, []).append(j)
         assigned: set[int] = set()
         for k in sorted(older):  # a keeper: the newest of its group, unless taken by a newer one
             if k in assigned:
                 continue
             assigned.add(k)
-            members = self._members(block, k, older[k], pairs, assigned)
+            members = self._members(block, k, older[k], pairs, assigned, semantic)
             if members:
                 self._resolve_group(block[k], members)
         if self.opts.judge is not None:
@@ -544,7 +554,7 @@ class Planner:
         usable = cache is not None and len(position) == len(hashes)  # equal files: compare them all
         focus = [n for n, h in enumerate(hashes) if not usable or h not in cache.covered]  # type: ignore[union-attr]
         found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor,
-                              sigs=self._sigs(block, texts), lengths=texts.lengths(),
+                              sigs=self._sigs(block, texts), lengths=texts.lengths(), near=self._near(),
                               focus=None if len(focus) == len(block) else focus) if focus else {}
         if usable and cache is not None:
             for (a, b), score in cache.pairs.items():
@@ -561,7 +571,7 @@ class Planner:
     def _pair_params(self, floor: float | None) -> str:
         from memcli.consolidate import candidates, similar
 
-        return (f"{self.cfg.scorer}|>{self.cfg.content_similarity}|floor={floor}"
+        return (f"{self.cfg.scorer}|>{self.cfg.content_similarity}|floor={floor}|near={self._near()}"
                 f"|lsh={candidates.DEFAULT_BANDS}x{candidates.DEFAULT_ROWS}|agree={similar.MIN_AGREEMENT}"
                 f"|short={similar.SHORT_TEXT}|sig=oph5")
 
@@ -580,26 +590,71 @@ class Planner:
         return [item.sig or b"" for item in block]
 
     def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],
-                 assigned: set[int]) -> list[tuple[Live, float]]:
-        """Older unassigned duplicates of keeper k; guard-rejected pairs are kept apart."""
-        from memcli.consolidate.guards import guard_rejects
-
+                 assigned: set[int], semantic: dict[tuple[int, int], float]) -> list[tuple[Live, float]]:
+        """Older unassigned duplicates of keeper k: similar text, or (with the semantic signal)
+        similar meaning; guard-rejected pairs are kept apart."""
         keeper = block[k]
         members: list[tuple[Live, float]] = []
         for m in candidates:
-            score = pairs[(k, m)]
-            if m in assigned or not rules.is_duplicate_pair(keeper.mem, block[m].mem, score, self.cfg):
+            score = pairs.get((k, m), 0.0)
+            meaning = (k, m) in semantic and score <= self.cfg.content_similarity
+            rule_score = 1.0 if meaning else score  # by meaning: the tag, type and link tests remain
+            if m in assigned or not rules.is_duplicate_pair(keeper.mem, block[m].mem, rule_score, self.cfg):
                 continue
-            guard = guard_rejects(rules.raw_text(block[m].mem.content),
-                                  rules.raw_text(keeper.mem.content)) if self.cfg.guards else None
+            if meaning and (k, m) not in pairs:
+                score = pairs[(k, m)] = rules.similarity(
+                    rules.content_text(keeper.mem.content), rules.content_text(block[m].mem.content),
+                    self.cfg.scorer)
+            guard = self._guard(block[m], keeper) if self.cfg.guards else None
             if guard:
                 self._keep_apart(block[m], keeper, guard, score)
                 if self.opts.judge is not None:
                     self.grey.append((block[m], keeper, score, guard))
                 continue
             assigned.add(m)
+            if meaning:
+                self._meaning[block[m].mem.id] = semantic[(k, m)]
             members.append((block[m], score))
         return members
+
+    def _guard(self, older: Live, newer: Live) -> str | None:
+        """The first guard that rejects the pair; each text is analysed once a run."""
+        from memcli.consolidate.guards import TextFeatures, guard_rejects
+
+        found = []
+        for item in (older, newer):
+            key = item.mem.content_hash
+            if key not in self.features:
+                self.features[key] = TextFeatures(rules.raw_text(item.mem.content))
+            found.append(self.features[key])
+        return guard_rejects(found[0], found[1])
+
+    # ------------------------------------------------------------ text similarity, second looks
+
+    def _near(self) -> float:
+        return round(self.cfg.content_similarity - rules.SECOND_LOOK_BAND, 4)
+
+    def _semantic_cache(self) -> Any:
+        if not self.cfg.semantic:
+            return None
+        from memcli.consolidate import semantic
+
+        if not semantic.available():
+            self.plan.notes.append(semantic.NOT_INSTALLED)
+            return None
+        return semantic.VectorCache(self.store.root)
+
+    def _semantic_pairs(self, block: list[Live], texts: BlockTexts, pairs: dict[tuple[int, int], float],
+                        focus: list[int] | None) -> dict[tuple[int, int], float]:
+        """Pairs whose embeddings say they mean the same (cosine), that text similarity alone
+        does not make duplicates; {} without the semantic signal."""
+        if self.vectors is None or len(block) < 2 or focus == []:
+            return {}
+        from memcli.consolidate import semantic
+
+        vectors = self.vectors.get([i.mem.content_hash for i in block],
+                                   lambda n: rules.raw_text(block[n].mem.content))
+        return semantic.meaning_pairs(vectors, pairs, self.cfg.content_similarity, focus=focus)
 
     def _keep_apart(self, older: Live, newer: Live, guard: str, score: float) -> None:
         ids = [older.mem.id, newer.mem.id]
@@ -619,7 +674,7 @@ class Planner:
         """Apply the conflict cases of 3.1 per keeper-member pair, then merge what is left."""
         eligible = [member for member, score in members if not self._conflict(member, keeper, score)]
         if eligible:
-            self._merge_group(keeper, eligible)
+            self._merge_group(keeper, eligible, scores={m.mem.id: score for m, score in members})
 
     def _conflict(self, older: Live, newer: Live, score: float) -> bool:
         """The first two conflict cases of 3.1, which keep both memories whatever the
@@ -652,7 +707,11 @@ class Planner:
         self.add(Action("flag", {"type": "flag", "memory_ids": ids, "reason": "both_changed"},
                         "duplicates both edited since the last run: queued for review", review=item))
 
-    def _merge_group(self, keeper: Live, members: list[Live], summary: str | None = None) -> None:
+    def _merge_group(self, keeper: Live, members: list[Live], summary: str | None = None,
+                     scores: dict[str, float] | None = None) -> None:
+        """Merge members into the keeper, or into the protected one of the group (3.1);
+        ``scores`` are each member's similarity to the keeper (computed where missing)."""
+        scores = scores or {}
         group = [keeper, *members]
         guarded = {i.mem.id: self.protected(i) for i in group}
         if guarded[keeper.mem.id]:
@@ -662,11 +721,13 @@ class Planner:
         if survivor is not keeper or guarded[keeper.mem.id]:
             absorbed = [i for i in group if not guarded[i.mem.id]]
             if absorbed:
-                self._merge_into_protected(survivor, absorbed, group)
+                self._merge_into_protected(survivor, absorbed, group, scores)
             return
-        self._merge_plain(keeper, members, summary)
+        self._merge_plain(keeper, members, summary, scores)
 
-    def _merge_plain(self, keeper: Live, members: list[Live], summary: str | None = None) -> None:
+    def _merge_plain(self, keeper: Live, members: list[Live], summary: str | None = None,
+                     scores: dict[str, float] | None = None) -> None:
+        similar, lines = merge_figures(keeper, members, keeper, scores or {}, self._meaning, self.cfg.scorer)
         data = rules.merge_into_keeper(keeper.mem.data, [m.mem.data for m in members], self.stamp)
         if summary:  # the LLM may word the merged summary (SPEC 9)
             data["content"] = {**data["content"], "summary": summary}
@@ -674,17 +735,20 @@ class Planner:
         for member in members:
             ops += self.archive_ops(member, self._archived(member, "merged", keeper.mem.id))
         ids = [m.mem.id for m in reversed(members)] + [keeper.mem.id]
-        self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": keeper.mem.id},
-                        f"the newest keeps; {len(members)} older duplicate(s) archived",
+        self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": keeper.mem.id, **similar},
+                        f"the newest keeps; {len(members)} older duplicate(s) archived" + lines,
                         touches=ids, ops=ops, folders=[keeper.folder.rel, "archive"]))
 
-    def _merge_into_protected(self, survivor: Live, absorbed: list[Live], group: list[Live]) -> None:
+    def _merge_into_protected(self, survivor: Live, absorbed: list[Live], group: list[Live],
+                              scores: dict[str, float]) -> None:
         ops: list[FileOp] = []
         for item in absorbed:
             ops += self.archive_ops(item, self._archived(item, "merged", survivor.mem.id))
         ids = [i.mem.id for i in reversed(absorbed)] + [survivor.mem.id]
-        self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": survivor.mem.id},
-                        f"the protected one stays as it is; {len(absorbed)} restatement(s) archived",
+        similar, lines = merge_figures(survivor, absorbed, group[0], scores, self._meaning, self.cfg.scorer)
+        log = {"type": "merge", "source_ids": ids, "result_id": survivor.mem.id, **similar}
+        self.add(Action("merge", log,
+                        f"the protected one stays as it is; {len(absorbed)} restatement(s) archived" + lines,
                         touches=[i.mem.id for i in group], ops=ops,
                         folders=[survivor.folder.rel, "archive"]))
 
@@ -943,6 +1007,8 @@ def apply(store: Store, planning: Planning) -> Outcome:
     })
     caches.save_sig_caches(store, planning.sigs, hashes)
     caches.save_pair_caches(store, planning.pairs)
+    if planning.vectors is not None:
+        planning.vectors.save(prune=plan.trigger in ("manual", "weekly"))
     outcome.notes += _problem_notes(planning.problems)
     from memcli.recall import index as recall_index  # the search index follows every write
 

@@ -63,6 +63,38 @@ def review_items(store: Store, include_resolved: bool) -> list[dict[str, Any]]:
     return items if include_resolved else [i for i in items if i.get("status") == "open"]
 
 
+def review_detail(store: Store, item_id: str) -> dict[str, Any]:
+    """One review item with what a person needs to decide it: both memories in full (live or
+    archived), their similarity, the guard that spoke and what it checks, and which guards
+    reject the pair as the texts stand now."""
+    from memcli.consolidate import guards, rules
+
+    item = review.get_item(store.root, item_id)
+    memories: list[dict[str, Any]] = []
+    texts: list[tuple[str, str]] = []
+    for mem_id in [str(i) for i in item.get("memory_ids", [])]:
+        try:
+            mem, folder = store.find(mem_id, archived=True)
+        except MemcliError as exc:
+            memories.append({"id": mem_id, "missing": str(exc)})
+            continue
+        facts = mem.facts
+        memories.append({"id": mem.id, "path": store.rel(mem.path), "archived": folder.scope == "archive",
+                         "type": mem.type, "subtype": mem.subtype, "tags": mem.tags,
+                         "created_by": mem.created_by, "created_at": facts.get("created_at"),
+                         "updated_at": facts.get("updated_at"), "text": rules.raw_text(mem.content)})
+        texts.append((rules.content_text(mem.content), rules.raw_text(mem.content)))
+    detail: dict[str, Any] = {**item, "memories": memories}
+    guard = item.get("guard")
+    if guard:
+        detail["guard_checks"] = guards.DESCRIPTIONS.get(str(guard), "")
+    if len(texts) == 2:
+        detail["similarity_now"] = round(rules.similarity(texts[0][0], texts[1][0],
+                                                          store.settings.consolidation.scorer), 4)
+        detail["guards_now"] = guards.guards_rejecting(texts[0][1], texts[1][1])
+    return detail
+
+
 def resolve_review(store: Store, item_id: str, decision: str, wait: float) -> dict[str, Any]:
     """Keep both (mark resolved), merge the pair as a logged, undoable run, or (for an
     undo's decision, SPEC 3.6) `redo`: let later runs merge or promote again."""

@@ -311,9 +311,12 @@ def response_text(response: Any) -> str:
 
 # --- summaries -----------------------------------------------------------------------
 
+# A heading alone on its line ("## Outcome", "**Outcome:**"), or opening a line with a colon
+# and the section's text after it ("What happened: the deploy stalled..."), as models often
+# answer. Without a colon, a line that merely starts with the word is body text.
 _HEADING_RE = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?P<title>What happened|Who was involved|Outcome"
-    r"|Key learnings)(?:\*\*)?[ \t]*:?[ \t]*(?:\*\*)?[ \t]*$",
+    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?(?P<title>What happened|Who was involved|Outcome"
+    r"|Key learnings)(?:\*\*|__)?[ \t]*(?::[ \t]*(?:\*\*|__)?[ \t]*|$)",
     re.IGNORECASE | re.MULTILINE,
 )
 
@@ -321,11 +324,11 @@ _HEADING_RE = re.compile(
 def fit_summary(answer: str, max_chars: int) -> str | None:
     """Validate a summary answer and make it strictly shorter than ``max_chars``.
 
-    Headings are recognised leniently (``# Outcome``, ``**Outcome:**``) and rewritten
-    exactly. All four must be present, in order, each with a non-empty body, else
-    ``None``. A valid but too long answer is not rejected: its longest sections are
-    truncated at word boundaries, since a slightly cut summary from the model is still
-    better than the extractive fallback.
+    Headings are recognised leniently (``# Outcome``, ``**Outcome:**``, or inline as
+    ``Outcome: the deploy succeeded``) and rewritten exactly. All four must be present, in
+    order, each with a non-empty body, else ``None``. A valid but too long answer is not
+    rejected: its longest sections are truncated at word boundaries, since a slightly cut
+    summary from the model is still better than the extractive fallback.
     """
     sections = split_sections(strip_code_fence(answer))
     if sections is None:

@@ -24,6 +24,7 @@ _SCORERS = {
     "WRatio": fuzz.WRatio,
     "QRatio": fuzz.QRatio,
 }
+SCORER_NAMES = frozenset(_SCORERS)
 
 
 # ---------------------------------------------------------------- section 2: exclusions
@@ -77,9 +78,29 @@ def raw_text(content: dict[str, Any]) -> str:
     return " ".join(p for p in parts if isinstance(p, str))
 
 
+# A pair this far below the similarity threshold gets a second look without its articles.
+SECOND_LOOK_BAND = 0.10
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
 def similarity(a: str, b: str, scorer: str = "token_sort_ratio") -> float:
-    """Content similarity of two normalised texts, 0..1."""
-    return _SCORERS[scorer](a, b, processor=None) / 100.0
+    """Content similarity of two normalised texts, 0..1: the scorer's result, or its result on
+    the texts without their articles ("a", "an", "the") when that is higher, so that "the man
+    is playing the drums" and "a man is playing drums" are one statement (README: choices)."""
+    fn = _SCORERS[scorer]
+    score = fn(a, b, processor=None) / 100.0
+    if score >= 1.0 or not (_has_article(a) or _has_article(b)):
+        return score
+    return max(score, fn(without_articles(a), without_articles(b), processor=None) / 100.0)
+
+
+def _has_article(text: str) -> bool:
+    return any(word in _ARTICLES for word in text.split())
+
+
+def without_articles(text: str) -> str:
+    """A normalised text without the words "a", "an" and "the"."""
+    return " ".join(word for word in text.split() if word not in _ARTICLES)
 
 
 def scorer_fn(scorer: str) -> Any:

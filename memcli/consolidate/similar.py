@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rapidfuzz import process
 
-from memcli.consolidate.rules import scorer_fn
+from memcli.consolidate.rules import scorer_fn, similarity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,26 +25,34 @@ ALL_PAIRS_MAX = 40
 
 def similar_pairs(texts: Sequence[str], scorer: str, threshold: float, *,
                   focus: list[int] | None = None, floor: float | None = None,
-                  sigs: list[bytes] | None = None,
-                  lengths: list[int] | None = None) -> dict[tuple[int, int], float]:
+                  sigs: list[bytes] | None = None, lengths: list[int] | None = None,
+                  near: float | None = None) -> dict[tuple[int, int], float]:
     """{(i, j): similarity} for i < j with similarity > threshold (or >= floor when given, for
-    the LLM's discovery band). With `focus`, only pairs involving those indices. With `sigs`
-    (and the texts' `lengths`), a text is looked at only when one of its candidate pairs
-    passes the signature filter: `texts` may make them on demand."""
+    the LLM's discovery band; or >= near, for the engine's second look at pairs just below
+    the threshold: the candidates stay those of the threshold). With `focus`, only pairs
+    involving those indices. With `sigs` (and the texts' `lengths`), a text is looked at only
+    when one of its candidate pairs passes the signature filter: `texts` may make them on
+    demand."""
     cutoff = (floor if floor is not None else threshold) * 100
+    strict = threshold if floor is None else None
+    near_cut = near * 100 if near is not None and strict is not None and near < threshold else None
+    if near_cut is not None:
+        cutoff = near_cut
     if len(texts) < 2:
         return {}
     if len(texts) <= ALL_PAIRS_MAX:
-        return _all_pairs(list(texts), scorer, cutoff, threshold if floor is None else None, focus)
-    return _candidate_pairs(texts, scorer, cutoff, threshold if floor is None else None, focus, sigs, lengths)
+        return _all_pairs(list(texts), scorer, cutoff, strict, focus, near_cut)
+    return _candidate_pairs(texts, scorer, cutoff, strict, focus, sigs, lengths, near_cut)
 
 
-def _keep(score: float, cutoff: float, strict: float | None) -> bool:
-    return score / 100 > strict if strict is not None else score >= cutoff
+def _keep(score: float, cutoff: float, strict: float | None, near_cut: float | None = None) -> bool:
+    if strict is None:
+        return score >= cutoff
+    return score / 100 > strict or (near_cut is not None and score >= near_cut)
 
 
 def _all_pairs(texts: list[str], scorer: str, cutoff: float, strict: float | None,
-               focus: list[int] | None) -> dict[tuple[int, int], float]:
+               focus: list[int] | None, near_cut: float | None = None) -> dict[tuple[int, int], float]:
     rows = focus if focus is not None else list(range(len(texts)))
     if not rows:
         return {}
@@ -54,14 +62,15 @@ def _all_pairs(texts: list[str], scorer: str, cutoff: float, strict: float | Non
     for r, i in enumerate(rows):
         for j in matrix[r].nonzero()[0]:
             j = int(j)
-            if i != j and _keep(float(matrix[r][j]), cutoff, strict):
+            if i != j and _keep(float(matrix[r][j]), cutoff, strict, near_cut):
                 found[(min(i, j), max(i, j))] = float(matrix[r][j]) / 100
     return found
 
 
 def _candidate_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
                      focus: list[int] | None, sigs: list[bytes] | None,
-                     lengths: list[int] | None) -> dict[tuple[int, int], float]:
+                     lengths: list[int] | None,
+                     near_cut: float | None = None) -> dict[tuple[int, int], float]:
     import numpy as np  # numpy only for large blocks: `memcli add` and small stores never load it
 
     from memcli.consolidate import candidates
@@ -81,7 +90,7 @@ def _candidate_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: f
     found: dict[tuple[int, int], float] = {}
     for i, j in pairs:
         score = fn(texts[i], texts[j], processor=None, score_cutoff=cutoff)
-        if score and _keep(score, cutoff, strict):
+        if score and _keep(score, cutoff, strict, near_cut):
             found[(min(i, j), max(i, j))] = score / 100
     return found
 
@@ -109,3 +118,19 @@ def _likely(pairs: npt.NDArray[np.int64], sigs: list[bytes],
     short = np.minimum(lengths[pairs[:, 0]], lengths[pairs[:, 1]]) < SHORT_TEXT
     kept = pairs[(agreement >= MIN_AGREEMENT) | short]
     return list(zip(kept[:, 0].tolist(), kept[:, 1].tolist(), strict=True))
+
+
+def second_look(texts: Sequence[str], pairs: dict[tuple[int, int], float], scorer: str,
+                threshold: float, floor: float | None) -> None:
+    """Pairs found just below the threshold (``similar_pairs(..., near=...)``) are scored again
+    as the rule defines similarity, articles aside (:func:`rules.similarity`); those that now
+    pass take that score, the rest leave ``pairs`` unless the LLM's discovery band (``floor``)
+    wants them."""
+    for (i, j), score in list(pairs.items()):
+        if score > threshold:
+            continue
+        better = similarity(texts[i], texts[j], scorer)
+        if better > threshold:
+            pairs[(i, j)] = better
+        elif floor is None or score < floor:
+            del pairs[(i, j)]

@@ -2,7 +2,7 @@
 
 What is installed, and where (a project install / a `--user` install):
 
-- the SessionStart, UserPromptSubmit and SessionEnd hooks, each with a `timeout`, and the
+- the SessionStart, UserPromptSubmit, PreCompact and SessionEnd hooks, each with a `timeout`, and the
   MCP tools allowed in `permissions.allow`: `.claude/settings.local.json` /
   `~/.claude/settings.json`;
 - the `memcli mcp` server: `.mcp.json`, approved in `settings.local.json`
@@ -46,6 +46,7 @@ from memcli.integrations.install import memcli_executable, sq
 HOOKS: dict[str, tuple[str, int]] = {
     "SessionStart": ("session-start", 10),
     "UserPromptSubmit": ("prompt", 5),
+    "PreCompact": ("pre-compact", 30),  # capture before history leaves the context (SPEC 12)
     "SessionEnd": ("session-end", 15),
 }
 SERVER = "memcli"
@@ -53,7 +54,8 @@ MCP_TOOLS = ("recall", "remember", "show", "forget")
 ALLOWED = tuple(f"mcp__{SERVER}__{tool}" for tool in MCP_TOOLS)
 ENV_KEYS = ("MEMCLI_BIN", "MEMCLI_STORE")
 MCP_SHELL = 'exec "$MEMCLI_BIN" mcp'  # $VAR, not ${VAR}: Claude Code would expand that itself
-_OUR_HOOK = re.compile(r"(^|[\s/'\"])memcli['\"]?\s(.*\s)?hook\s+(session-start|prompt|session-end)(\s|$)")
+_OUR_HOOK = re.compile(
+    r"(^|[\s/'\"])memcli['\"]?\s(.*\s)?hook\s+(session-start|prompt|pre-compact|session-end)(\s|$)")
 MARK_KEY = "memcli-install"  # front-matter key naming memcli's command files (never sent to the model)
 _MARK = re.compile(rf"^{MARK_KEY}: ([0-9a-f]{{16}})$", re.MULTILINE)
 _LEGACY_MARK = "<!-- Installed by `memcli install claude`; `--uninstall` removes it unless edited. -->"

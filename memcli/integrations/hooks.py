@@ -355,12 +355,24 @@ def session_end(explicit: str | None, stream: IO[Any] | None, foreground: bool =
     log(found, "\n".join(lines))
     for note in notes:
         log(found, f"session-end: {note}", "warn")
+    # SPEC 12: a session whose hook names its transcript is captured first (in the background).
+    capture = {"transcript_path": info.transcript_path, "session_id": info.session_id,
+               "reason": info.reason} if info.transcript_path else None
     if foreground:
-        return HookReport(found, True, os.getpid(), True, run_pass(found, wait), notes)
-    return HookReport(found, True, spawn_background(found, wait), notes=notes)
+        return HookReport(found, True, os.getpid(), True, run_pass(found, wait, capture), notes)
+    pid = spawn_background(found, wait, capture) if capture else spawn_background(found, wait)
+    return HookReport(found, True, pid, notes=notes)
 
 
-def spawn_background(root: str, wait: float) -> int:
+def capture_args(capture: dict[str, str | None] | None) -> list[str]:
+    """The session a capture names, as arguments of `hook run-background` (read back by
+    `memcli.integrations.capture_hook.parse_field_args`)."""
+    names = (("transcript_path", "--transcript"), ("session_id", "--session-id"), ("reason", "--reason"))
+    return [arg for field, flag in names if capture and capture.get(field)
+            for arg in (flag, str(capture[field]))]
+
+
+def spawn_background(root: str, wait: float, capture: dict[str, str | None] | None = None) -> int:
     """Start `memcli hook run-background` detached: own session (the agent's exit or a
     Ctrl-C does not kill it), no terminal, stderr appended to the log, no inherited fds
     (Claude Code waits for the hook's output pipes to close)."""
@@ -368,6 +380,7 @@ def spawn_background(root: str, wait: float) -> int:
 
     cmd = [sys.executable, "-m", "memcli", "--store", root, "--wait", f"{wait:g}",
            "hook", "run-background"]
+    cmd += capture_args(capture)
     err = _open_log(root)
     try:
         child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -382,9 +395,16 @@ def spawn_background(root: str, wait: float) -> int:
 # ---------------------------------------------------------------- the background pass
 
 
-def run_pass(root: str, wait: float) -> bool:
+def run_pass(root: str, wait: float, capture: dict[str, str | None] | None = None) -> bool:
     """The session_end consolidation, then tick. Runs with nobody watching, so every
-    failure is caught and logged, and the tick runs even when the first pass failed."""
+    failure is caught and logged, and the tick runs even when the first pass failed.
+    When the hook named a transcript, the session is captured first (SPEC 12)."""
+    if capture:
+        from pathlib import Path
+
+        from memcli.capture.capture import capture_from_hook  # never raises
+
+        log(root, f"run-background: {capture_from_hook(Path(root), capture, wait)}")
     first = _logged(root, "session_end pass", lambda: _session_end_run(root, wait))
     second = _logged(root, "tick", lambda: _tick(root, wait))
     ok = first and second

@@ -115,8 +115,10 @@ def test_review_merge_is_a_logged_run(store: Path) -> None:
     item = json.loads(run(store, "review", "list", "--json")[1])["items"][0]
     code, out, _ = run(store, "review", "resolve", item["id"], "--merge", "--json")
     result = json.loads(out)
-    assert code == 0 and result["actions"] == [{"type": "merge", "source_ids": [older, newer],
-                                                "result_id": newer}]
+    merge = result["actions"][0]
+    assert code == 0 and len(result["actions"]) == 1 and merge["type"] == "merge"
+    assert merge["source_ids"] == [older, newer] and merge["result_id"] == newer
+    assert 0.80 < merge["similarity"] < 1.0 and merge["similarities"] == {older: merge["similarity"]}
     log = json.loads((store / "ops" / "consolidation-log.json").read_text())["entries"]
     assert log[-1]["trigger"] == "review" and log[-1]["run_id"] == result["run_id"]
     assert_invariants(store)
@@ -133,3 +135,33 @@ def test_consolidate_subprocess(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), "consolidate",
                              "--dry-run", "--json"], capture_output=True, text=True, env=env)
     assert result.returncode == 0 and json.loads(result.stdout)["dry_run"] is True
+
+
+def test_review_show_puts_both_texts_side_by_side(store: Path) -> None:
+    older, newer = _contradiction(store)
+    item = json.loads(run(store, "review", "list", "--json")[1])["items"][0]
+    code, out, _ = run(store, "review", "show", item["id"], "--json")
+    detail = json.loads(out)
+    assert code == 0 and detail["id"] == item["id"] and detail["guard"] == "numbers"
+    assert detail["guard_checks"].startswith("one text has a number")
+    assert [m["id"] for m in detail["memories"]] == [older, newer]
+    assert all(m["text"] and not m["archived"] for m in detail["memories"])
+    assert detail["guards_now"][0] == "numbers" and 0.8 < detail["similarity_now"] <= 1.0
+    code, out, _ = runner_wide(store, "review", "show", item["id"])
+    assert code == 0 and "Guard: numbers" in out and older in out and newer in out
+    assert "similarity" in out and f"memcli review resolve {item['id']}" in out
+    assert run(store, "review", "show", "rev_9999")[0] == 1
+
+
+def test_dry_run_report_shows_a_line_of_each_merged_text(store: Path) -> None:
+    text = "Deploy to staging before production and watch the dashboards for errors"
+    add(store, summary=text + " closely", created_at=days_ago(40))
+    add(store, summary=text, created_at=days_ago(20))
+    code, out, _ = runner_wide(store, "consolidate", "--dry-run")
+    assert code == 0 and "keeps" in out and "archives" in out and "(similarity 0.9" in out
+    assert text in out
+
+
+def runner_wide(store: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["--store", str(store), *args], env={"COLUMNS": "200"})
+    return result.exit_code, result.stdout, result.stderr

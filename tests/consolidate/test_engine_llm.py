@@ -70,7 +70,9 @@ def test_grey_zone_merge(store: Path, server: FakeAnthropic) -> None:
     out = run(store)
     assert judged(out) == [{"type": "judge", "memory_ids": [old["id"], new["id"]], "decision": "MERGE",
                             "reason": "the same procedure, reworded", "similarity": 0.7564}]
-    assert {"type": "merge", "source_ids": [old["id"], new["id"]], "result_id": new["id"]} in out.actions
+    merge = next(a for a in out.actions if a["type"] == "merge")
+    assert merge["source_ids"] == [old["id"], new["id"]] and merge["result_id"] == new["id"]
+    assert merge["similarity"] == 0.7564  # the pair's text similarity, as judged
     keeper = load(next(store.glob(f"agent/coder/{new['id']}.*")))
     assert keeper["content"]["summary"] == "Deploy the billing worker to staging first"
 

@@ -19,16 +19,26 @@ from rapidfuzz import fuzz
 from rapidfuzz.utils import default_process
 
 from memcli.consolidate.guards import (
+    DESCRIPTIONS,
     GUARDS,
+    QUALIFIER_MAX_CONTEXT,
+    TextFeatures,
     entities_differ,
     extra_detail,
     guard_function,
     guard_rejects,
+    guards_rejecting,
+    identifiers_differ,
     negation_differs,
     numbers_differ,
     order_swapped,
     polarity_differs,
+    qualifier_added,
+    roles_swapped,
+    word_substituted,
 )
+from memcli.consolidate.lexicon import contrast, senses
+from memcli.consolidate.textfeatures import diff_blocks, features, ordered
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,6 +189,34 @@ DISAGREEMENTS = [
         "Restart the worker after a deploy.",
         "Restart the worker after a deploy unless the queue still holds pending jobs.",
     ),
+    ("roles", "billing-worker calls ledger-api to post entries.", "ledger-api calls billing-worker to post entries."),
+    ("roles", "The woman is picking up the kangaroo.", "The kangaroo is picking up the woman."),
+    ("roles", "The Sava is a tributary of the Drava.", "The Drava is a tributary of the Sava."),
+    ("roles", "Service A publishes events that service B consumes.", "Service B publishes events that service A consumes."),
+    ("roles", "Writes go to the primary and reads go to the replica.", "Writes go to the replica and reads go to the primary."),
+    ("roles", "Forward port 5432 on the bastion to port 6432 on the host.",
+     "Forward port 6432 on the bastion to port 5432 on the host."),
+    ("roles", "The deal was signed in England and the team returned to Australia.",
+     "The deal was signed in Australia and the team returned to England."),
+    ("roles", "The job was slow because the index was missing, not because the table was large.",
+     "The job was slow because the table was large, not because the index was missing."),
+    ("substitution", "A man is riding a horse along the beach.", "A man is standing near a horse along the beach."),
+    ("substitution", "A woman is emptying a bucket.", "A woman is filling a bucket."),
+    ("substitution", "The dog is jumping in the water.", "The dog is jumping out of the water."),
+    ("substitution", "A boy is playing the flute.", "A boy is playing the guitar."),
+    ("substitution", "A kid is drawing on the sidewalk.", "A man is drawing on the sidewalk."),
+    ("substitution", "The payments table is small.", "The payments table is big."),
+    ("substitution", "Feature flags are evaluated in staging only.", "Feature flags are evaluated in production only."),
+    ("substitution", "The session lifetime is 30 minutes.", "The session lifetime is 30 seconds."),
+    ("substitution", "Install the dependencies with pnpm.", "Install the dependencies with yarn."),
+    ("identifiers", "Run `make test` before pushing.", "Run `make lint` before pushing."),
+    ("identifiers", "Use `git push --force-with-lease` after a rebase.", "Use `git push --force` after a rebase."),
+    ("identifiers", "The worker reads BILLING_QUEUE_NAME at start.", "The worker reads BILLING_QUEUE_URL at start."),
+    ("identifiers", "The config lives at /etc/ledger/settings.toml.", "The config lives at /etc/ledger/secrets.toml."),
+    ("qualifier", "What is the best way to invest in the share market in India?",
+     "What is the best way to invest in the share market?"),
+    ("qualifier", "The response cache is disabled in production.", "The response cache is disabled."),
+    ("qualifier", "Restart the workers after each deploy to staging.", "Restart the workers after each deploy."),
 ]
 
 
@@ -196,7 +234,9 @@ def test_order_swaps_fool_the_default_scorer() -> None:
 
 
 def test_guard_names_and_lookup() -> None:
-    assert GUARDS == ("numbers", "negation", "polarity", "order", "entities", "extra_detail")
+    assert set(DESCRIPTIONS) == set(GUARDS) and all(DESCRIPTIONS.values())
+    assert GUARDS == ("numbers", "negation", "polarity", "order", "entities", "identifiers", "roles", "substitution",
+                      "extra_detail", "qualifier")
     assert len(set(GUARDS)) == len(GUARDS)
     with pytest.raises(KeyError):
         guard_function("nope")
@@ -223,6 +263,10 @@ def test_first_guard_in_order_is_reported() -> None:
         ("the 3rd attempt", "the third attempt"),
         ("1.5 million rows", "1,500,000 rows"),
         ("two of them", "both of them"),  # number words alone are not quantities
+        ("$1.4bn in revenue", "$1.4 billion in revenue"),
+        ("10k rows a batch", "10,000 rows a batch"),
+        ("95 percent of cargo", "Ninety-five percent of cargo"),
+        ("nearly 4 million hosts", "nearly four million hosts"),
         ("", ""),
     ],
 )
@@ -253,6 +297,7 @@ def test_negation_equal(text_a: str, text_b: str) -> None:
 
 
 def test_polarity_needs_opposite_sides() -> None:
+    assert polarity_differs("Upgrading the driver fixed it.", "Downgrading the driver fixed it.")
     assert not polarity_differs("Enable then disable the flag.", "Disable after you enable the flag.")
     assert not polarity_differs("Enable the flag.", "Turn on the flag.")
     assert polarity_differs("Add the user to the group.", "Remove the user from the group.")
@@ -384,8 +429,152 @@ def test_bench_main_on_a_data_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
 @pytest.mark.skipif(
     not (bench.DEFAULT_DATA / "msr_paraphrase_test.txt").exists(), reason="MRPC data not present"
 )
-def test_mrpc_targets_on_the_test_split() -> None:
+def test_mrpc_figures_on_the_test_split() -> None:
+    # Held where bench/RESULTS.md reports them (2.6% / 31.9%): a change to a guard that costs
+    # either figure shows here. (The issue's 2.0% / 33% are not both met; RESULTS.md says why.)
     pairs = bench.load_split(bench.DEFAULT_DATA, "test")
     figures = bench.measure(pairs, scorers=("token_sort_ratio",))["scorers"]["token_sort_ratio"]
-    assert figures["false_merge_rate_guarded"] <= 0.04
-    assert figures["recall_guarded"] >= 0.30
+    assert figures["false_merge_rate_guarded"] <= 0.027
+    assert figures["recall_guarded"] >= 0.315
+
+
+# --------------------------------------------------------------------------------------------
+# The guards for changed roles, changed words, code and one-sided qualifiers: what they let by.
+
+
+@pytest.mark.parametrize(
+    ("text_a", "text_b"),
+    [
+        ("Supported platforms are Linux, macOS and Windows.", "Supported platforms are Windows, macOS and Linux."),
+        ("Priya and Marco own the billing service.", "Marco and Priya own the billing service."),
+        ("Postgres replaced MySQL for the orders service.", "MySQL was replaced by Postgres for the orders service."),
+        ("The plan was dropped because schoolchildren would be their victims.",
+         "The plan was dropped because the victims would be schoolchildren."),  # an identity
+        ("The error rate doubled after the release.", "The release doubled the error rate."),  # recast
+        ("Review checklist: migrations are reversible, endpoints have tests, no secrets in the diff.",
+         "Review checklist: no secrets in the diff, endpoints have tests, migrations are reversible."),
+        ("Staging runs on three small nodes; production runs on six large nodes.",
+         "Production runs on six large nodes, while staging runs on three small nodes."),
+        # A limit, on purpose: words that trade places across sentences are not looked at
+        # (a statement's roles live in one sentence; distant words trade places in rewording).
+        ("The worker reads the queue. The scheduler writes the report.",
+         "The scheduler reads the queue. The worker writes the report."),
+    ],
+)
+def test_roles_let_reorderings_through(text_a: str, text_b: str) -> None:
+    assert not roles_swapped(text_a, text_b) and not roles_swapped(text_b, text_a)
+
+
+@pytest.mark.parametrize(
+    ("text_a", "text_b"),
+    [
+        ("The customers are big.", "The customers are large."),  # synonyms
+        ("A man rides a horse.", "A man is riding a horse."),  # inflection
+        ("A child is playing in the park.", "A kid is playing in the park."),
+        ("A kid is playing.", "A boy is playing."),  # a word and its hypernym
+        ("Reported missing seven days after he was seen.", "Reported missing about a week after he was seen."),
+        ("Use pnpm, not npm, in the frontend.", "Use npm, not pnpm, in the frontend."),  # moved: roles' business
+        ("The zorblax is tiny.", "The zorblax is wibbly."),  # unknown to the lexicon
+        ("Deploy to staging first.", "Deploy to staging first and production second."),  # an addition
+    ],
+)
+def test_substitution_lets_synonyms_and_moves_through(text_a: str, text_b: str) -> None:
+    assert not word_substituted(text_a, text_b) and not word_substituted(text_b, text_a)
+
+
+def test_lexicon_contrasts_senses_not_synonyms() -> None:
+    assert contrast("small", "big") and contrast("flute", "guitar") and contrast("staging", "production")
+    assert contrast("minutes", "seconds") and contrast("in", "out") and contrast("kid", "man")
+    assert not contrast("big", "large") and not contrast("kid", "child") and not contrast("kid", "boy")
+    assert not contrast("big", "big") and not contrast("zorblax", "big")
+    assert senses("guitars") == senses("guitar") != ()  # a plural falls back to its singular
+
+
+@pytest.mark.parametrize(
+    ("text_a", "text_b"),
+    [
+        ("Run migrations with alembic upgrade head.", "Run migrations with `alembic upgrade head`."),
+        ("Use the `--no-verify` flag only for hotfixes.", "Use the --no-verify flag only for hotfixes."),
+        ("Run `make test` before pushing.", "Run `make test` before pushing; see docs/testing.md."),  # added
+        ("The U.S. region hosts the warehouse.", "The US region hosts the warehouse."),  # not code
+    ],
+)
+def test_identifiers_equal(text_a: str, text_b: str) -> None:
+    assert not identifiers_differ(text_a, text_b) and not identifiers_differ(text_b, text_a)
+
+
+def test_qualifier_stays_quiet_in_long_texts_and_for_moved_phrases() -> None:
+    long_a = ("Dennehy's family reported him missing on June 19, seven days after he was last seen on the "
+              "campus of the university where he studied and played basketball")
+    assert qualifier_added(long_a + " in Waco.", long_a.replace("seen on", "seen at") + ".") is False
+    assert features(long_a).content_count > QUALIFIER_MAX_CONTEXT
+    assert not qualifier_added("Jenkins runs the nightly build at 2am.", "At 2am, Jenkins runs the nightly build.")
+    assert not qualifier_added("The cache is disabled in production.", "In production, the cache is disabled.")
+    # five new words or more are extra_detail's
+    assert not qualifier_added("Restart the worker.", "Restart the worker after the nightly billing export job.")
+
+
+def test_each_text_is_analysed_once() -> None:
+    calls: list[str] = []
+
+    def count(text: TextFeatures) -> int:
+        calls.append(text.text)
+        return len(text.text)
+
+    text = TextFeatures("Deploy to staging before production.")
+    assert text.once("length", count) == text.once("length", count) == 36 and len(calls) == 1
+    assert features("same text") is features("same text")
+    a, b = TextFeatures("Run the tests, then deploy."), TextFeatures("Run the tests, then ship.")
+    for check in GUARDS:
+        guard_function(check)(a, b)
+    words = a.__dict__.get("words")
+    for check in GUARDS:  # a second round reuses every part of the analysis
+        guard_function(check)(a, b)
+    assert a.__dict__.get("words") is words and diff_blocks(*ordered(a, b)) is diff_blocks(*ordered(a, b))
+
+
+def test_texts_and_their_features_give_the_same_answers() -> None:
+    for guard, text_a, text_b in DISAGREEMENTS:
+        assert guard_rejects(TextFeatures(text_a), TextFeatures(text_b)) == guard_rejects(text_a, text_b) == guard
+        assert guard in guards_rejecting(text_a, text_b)
+    assert guards_rejecting("same", "same") == []
+
+
+# --------------------------------------------------------------------------------------------
+# bench/pairs.py: memcli's own labelled memory pairs
+
+
+def _load_pairs_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_pairs", ROOT / "bench" / "pairs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_pairs", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+pairs_bench = _load_pairs_bench()
+
+
+def test_pair_file_is_checked_line_by_line(tmp_path: Path) -> None:
+    bad = tmp_path / "pairs.jsonl"
+    bad.write_text('{"id": "x", "label": 0, "class": "numbers", "kind": "config", "a": "a"}\n')
+    with pytest.raises(ValueError, match="pairs.jsonl:1"):
+        pairs_bench.load_pairs(bad)
+    assert pairs_bench.main(["--pairs", str(bad)]) == 1
+
+
+def test_pair_set_is_large_and_covers_every_class() -> None:
+    pairs = pairs_bench.load_pairs()
+    assert len(pairs) >= 400 and len({p.id for p in pairs}) == len(pairs)
+    classes = {p.cls for p in pairs if p.label == 0}
+    assert {"numbers", "negation", "polarity", "order", "roles", "substitution", "entities", "commands",
+            "qualifier", "extra_detail"} <= classes
+    kinds = {p.kind for p in pairs}
+    assert {"config", "command", "version", "owners", "dependency", "deadline"} <= kinds
+
+
+def test_pair_set_targets() -> None:
+    result = pairs_bench.summarise(pairs_bench.decide(pairs_bench.load_pairs()))
+    assert result["must_not_merge"]["rate"] <= 0.02
+    assert result["should_merge"]["rate"] >= 0.70

@@ -143,6 +143,19 @@ def test_malformed_summary_gives_none(server: FakeAnthropic, answer: str) -> Non
     assert client.disabled_reason is None
 
 
+def test_inline_headings_are_accepted() -> None:
+    answer = ("What happened: The deploy of api 2.3.1 stalled on a migration lock.\n"
+              "**Who was involved:** agent:coder, and Tomas on call.\n"
+              "Outcome: Deployed at 03:10 after cancelling the migration.\n"
+              "Key learnings: Set lock_timeout on every migration.\n"
+              "Outcome of the retry: fine.")  # no heading: the word opens a line of body text
+    summary = fit_summary(answer, 1500)
+    assert summary is not None
+    assert [line for line in summary.splitlines() if line.startswith("## ")] == list(SUMMARY_HEADINGS)
+    assert "## Outcome\nDeployed at 03:10" in summary and summary.endswith("Outcome of the retry: fine.")
+    assert fit_summary(answer.replace("Outcome: Deployed", "Outcome Deployed"), 1500) is None  # no colon
+
+
 def test_fit_summary_rejects_when_headings_alone_do_not_fit() -> None:
     assert fit_summary(SUMMARY, 80) is None
 

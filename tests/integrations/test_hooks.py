@@ -28,7 +28,7 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record background starts instead of starting processes from the test runner."""
     calls: list[Path] = []
 
-    def fake(root: str, wait: float) -> int:
+    def fake(root: str, wait: float, capture: Any = None) -> int:
         calls.append(Path(root))
         return 4242
 
@@ -215,7 +215,7 @@ def test_json_output(store: Path, spawned: list[Path]) -> None:
 
 
 def test_an_unexpected_failure_is_still_exit_0(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(root: str, wait: float) -> int:
+    def boom(root: str, wait: float, capture: Any = None) -> int:
         raise RuntimeError("fork failed")
 
     monkeypatch.setattr(hooks, "spawn_background", boom)

@@ -1,0 +1,197 @@
+"""Measure the duplicate rule and its guards on memcli's own labelled memory pairs.
+
+    python bench/pairs.py [--pairs bench/pairs.jsonl] [--semantic] [--json] [--misses]
+
+``bench/pairs.jsonl`` holds pairs of agent memories written for this purpose, one JSON object
+a line: ``id``, ``label`` (0: must not merge, they state different facts; 1: should merge, one
+restates the other), ``class`` (what makes them differ or agree: numbers, roles, substitution,
+qualifier, ..., reorder, passive, paraphrase, ...), ``kind`` (config, command, owners, ...) and
+the two texts ``a`` and ``b``.
+
+Each pair goes through the rule as the engine applies it to two memories of one block with
+the same tags: content similarity (:func:`memcli.consolidate.rules.similarity` on the
+normalised texts) above 0.80, and no guard rejecting the raw texts; with ``--semantic`` (the
+``memcli[semantic]`` extra installed), also a pair whose embeddings' cosine is above
+:data:`memcli.consolidate.semantic.THRESHOLD`, guards still deciding. It prints, per label and
+class, how many pairs the rule merges, which guard stopped the others, and the guards' cost
+per pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout that is not installed
+    sys.path.insert(0, str(ROOT))
+
+from memcli.consolidate import rules  # noqa: E402
+from memcli.consolidate.guards import guard_rejects  # noqa: E402
+from memcli.consolidate.textfeatures import TextFeatures  # noqa: E402
+
+DEFAULT_PAIRS = ROOT / "bench" / "pairs.jsonl"
+THRESHOLD = 0.80
+
+
+class Pair(NamedTuple):
+    """One labelled pair of memory texts."""
+
+    id: str
+    label: int
+    cls: str
+    kind: str
+    a: str
+    b: str
+
+
+def load_pairs(path: Path = DEFAULT_PAIRS) -> list[Pair]:
+    """Read the JSON-lines pair file; a malformed line is an error naming its number."""
+    pairs: list[Pair] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            pairs.append(Pair(str(raw["id"]), int(raw["label"]), str(raw["class"]), str(raw["kind"]),
+                              str(raw["a"]), str(raw["b"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}:{number}: not a pair ({exc})") from exc
+    return pairs
+
+
+def similarity(a: str, b: str) -> float:
+    """The rule's content similarity of two raw texts."""
+    return rules.similarity(rules.content_text({"summary": a}), rules.content_text({"summary": b}))
+
+
+def cosines(pairs: Sequence[Pair]) -> list[float]:
+    """Cosine of each pair's embeddings (the semantic extra must be installed)."""
+    from memcli.consolidate import semantic
+
+    left, right = semantic.embed([p.a for p in pairs]), semantic.embed([p.b for p in pairs])
+    return [float(x) for x in (left * right).sum(axis=1)]
+
+
+def decide(pairs: Sequence[Pair], use_semantic: bool = False) -> list[dict[str, Any]]:
+    """The rule's verdict on each pair: similarity, cosine, the guard that spoke, merged."""
+    cos = cosines(pairs) if use_semantic else [0.0] * len(pairs)
+    from memcli.consolidate import semantic
+
+    out = []
+    for pair, cosine in zip(pairs, cos, strict=True):
+        score = similarity(pair.a, pair.b)
+        by_text = score > THRESHOLD
+        by_meaning = use_semantic and not by_text and cosine > semantic.THRESHOLD
+        guard = guard_rejects(pair.a, pair.b) if by_text or by_meaning else None
+        out.append({"id": pair.id, "label": pair.label, "class": pair.cls, "similarity": round(score, 4),
+                    "cosine": round(cosine, 4) if use_semantic else None, "guard": guard,
+                    "merged": (by_text or by_meaning) and guard is None, "by_meaning": by_meaning})
+    return out
+
+
+def summarise(verdicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Merged share per label and per class, and the guards that spoke (first) per label."""
+    result: dict[str, Any] = {}
+    for label, name in ((0, "must_not_merge"), (1, "should_merge")):
+        rows = [v for v in verdicts if v["label"] == label]
+        classes = sorted({v["class"] for v in rows})
+        result[name] = {
+            "pairs": len(rows),
+            "above_threshold": sum(v["similarity"] > THRESHOLD for v in rows),
+            "merged": sum(v["merged"] for v in rows),
+            "merged_by_meaning": sum(v["merged"] and v["by_meaning"] for v in rows),
+            "rate": round(sum(v["merged"] for v in rows) / len(rows), 4) if rows else 0.0,
+            "by_class": {c: {"pairs": sum(v["class"] == c for v in rows),
+                             "merged": sum(v["merged"] for v in rows if v["class"] == c)} for c in classes},
+            "guards": dict(Counter(v["guard"] for v in rows if v["guard"])),
+        }
+    return result
+
+
+def guard_cost(texts: Sequence[tuple[str, str]], repeat: int = 5) -> dict[str, float]:
+    """Microseconds: analysing one text for the guards, and comparing one pair of analysed
+    texts (what the engine pays per pair: every text is analysed once a run). Median of
+    ``repeat`` rounds over all the pairs."""
+    from memcli.consolidate.guards import GUARDS, guard_function
+
+    def one_round() -> tuple[float, float]:
+        features = [(TextFeatures(a), TextFeatures(b)) for a, b in texts]
+        start = time.process_time()
+        for fa, fb in features:  # every guard, not just the first that fires: the worst case
+            for name in GUARDS:
+                guard_function(name)(fa, fb)
+        first = time.process_time() - start
+        start = time.process_time()
+        for fa, fb in features:
+            for name in GUARDS:
+                guard_function(name)(fa, fb)
+        warm = time.process_time() - start
+        return (first - warm) / (2 * len(texts)), warm / len(texts)
+
+    rounds = sorted(one_round() for _ in range(repeat))
+    per_text, per_pair = rounds[len(rounds) // 2]
+    return {"per_text_us": round(per_text * 1e6, 1), "per_pair_us": round(per_pair * 1e6, 1),
+            "pairs": len(texts)}
+
+
+def format_report(result: dict[str, Any], misses: Sequence[dict[str, Any]] = ()) -> str:
+    lines = []
+    for name in ("must_not_merge", "should_merge"):
+        part = result[name]
+        lines.append(f"{name}: {part['merged']} of {part['pairs']} merged ({part['rate']:.1%}); "
+                     f"{part['above_threshold']} above the similarity threshold"
+                     + (f"; {part['merged_by_meaning']} by meaning" if part["merged_by_meaning"] else ""))
+        for cls, counts in part["by_class"].items():
+            lines.append(f"  {cls:<14} {counts['merged']:>3} of {counts['pairs']:>3} merged")
+        lines.append("  guards (first to reject): "
+                     + (", ".join(f"{g} {n}" for g, n in sorted(part["guards"].items())) or "none"))
+    if "cost" in result:
+        cost = result["cost"]
+        lines.append(f"guard cost: {cost['per_text_us']} us to analyse a text, {cost['per_pair_us']} us "
+                     f"to compare a pair (all guards), over {cost['pairs']} pairs")
+    for verdict in misses:
+        lines.append(f"  miss {verdict['id']}: similarity {verdict['similarity']}"
+                     + (f", cosine {verdict['cosine']}" if verdict["cosine"] is not None else "")
+                     + f", guard {verdict['guard']}")
+    return "\n".join(lines)
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS, help="JSON-lines pair file")
+    parser.add_argument("--semantic", action="store_true", help="also merge by embedding cosine")
+    parser.add_argument("--misses", action="store_true", help="list the pairs the rule gets wrong")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    try:
+        pairs = load_pairs(args.pairs)
+    except (OSError, ValueError) as exc:
+        print(f"cannot read the pairs: {exc}", file=sys.stderr)
+        return 1
+    if args.semantic:
+        from memcli.consolidate import semantic
+
+        if not semantic.available():
+            print("--semantic needs the semantic extra: pip install 'memcli[semantic]'", file=sys.stderr)
+            return 2
+    verdicts = decide(pairs, args.semantic)
+    result = summarise(verdicts)
+    result["cost"] = guard_cost([(p.a, p.b) for p in pairs])
+    misses = [v for v in verdicts if v["merged"] != bool(v["label"])] if args.misses else []
+    print(json.dumps(result, indent=2) if args.json else format_report(result, misses))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""What the guards know about one text, worked out once, and how two texts line up.
+
+A guard compares two texts many times over: in a block, one memory is paired with every
+memory that resembles it. Whatever a guard needs of one text (its words, numbers, names,
+the words it lines up...) is therefore computed once per text, on first use, and kept in a
+:class:`TextFeatures`; comparing two texts is then mostly set operations. A guard that needs a
+per-text value of its own computes it through :meth:`TextFeatures.once`.
+
+The engine keeps one :class:`TextFeatures` per memory for a whole run; :func:`features`
+keeps a bounded cache of them by text for other callers (the on-save check, benchmarks).
+:func:`diff_blocks` aligns two texts word by word (cached per pair, for the few guards that
+look at where the texts differ).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from functools import cached_property, lru_cache
+from typing import Any, NamedTuple, TypeVar
+
+from rapidfuzz.distance import Levenshtein
+from rapidfuzz.utils import default_process
+
+__all__ = [
+    "ARTICLES",
+    "STEM_LETTERS",
+    "STOPWORDS",
+    "Op",
+    "TextFeatures",
+    "Word",
+    "content_words",
+    "diff_blocks",
+    "features",
+    "ordered",
+]
+
+# Function words. They state little on their own: a capitalised one is not a name, they
+# bridge the new words of one clause, and they are skipped around order words.
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each even
+    few for from further had has have having he her here hers him his how i if in into is it
+    its itself just me more most my no nor not now of off on once only or other our ours out
+    over own same she should so some such than that the their theirs them then there these
+    they this those through to too under until up very was we were what when where which while
+    who whom why will with would yet you your yours still many much may might must shall
+    s t d ll m re ve""".split()
+)
+ARTICLES = frozenset({"a", "an", "the"})
+# Words that share their first four letters count as forms of one word (deploy, deployed,
+# deployment), so that an inflection is not new; four did best on MRPC train.
+STEM_LETTERS = 4
+
+# A token: a dotted acronym ("U.S."), a word that may hold inner punctuation ("P&G",
+# "config.yaml", "MEMCLI_STORE", "al-Qaida"), a number ("5432", "3.11", "1,000"), or a mark
+# after which a sentence or a clause starts.
+_TOKEN_RE = re.compile(
+    r"(?:[A-Za-z]\.){2,}"
+    r"|[^\W\d_]\w*(?:[-'\u2019&.]\w+)*"
+    r"|[0-9]+(?:[.,:][0-9]+)*"
+    r"|[.!?]+(?=\s|$|[\"'\u201d\u2019)])|[:;,\"\u201c\u201d\u2018(\[\n*#>|-]"
+)
+# Marks after which a capital letter is ordinary sentence case, not a name.
+_SENTENCE_MARKS = frozenset(':"\u201c\u201d\u2018([\n*#>|-')
+# Marks and words that end a clause: list items and clauses are told apart by them.
+_CLAUSE_MARKS = frozenset(".!?;:,\n")
+_CLAUSE_WORDS = frozenset({"and", "or", "but", "while", "whereas"})
+# Abbreviations whose full stop does not end a sentence.
+ABBREVIATIONS = frozenset(
+    """mr mrs ms dr prof gov sen rep gen col lt sgt st jr sr inc corp co ltd vs no rev
+    jan feb mar apr jun jul aug sep sept oct nov dec mt ft""".split()
+)
+_NOT_NAMES = STOPWORDS | ABBREVIATIONS  # capitalised, but not names
+ACRONYM_RE = re.compile(r"(?:[A-Za-z]\.){2,}|[A-Z][A-Z0-9&_]+")
+
+_T = TypeVar("_T")
+
+
+class Word(NamedTuple):
+    """One word of a raw text: its canonical form, how it is written, and where it stands."""
+
+    canon: str
+    is_name: bool
+    is_acronym: bool
+    capitalised: bool
+    at_start: bool  # first word of a sentence (its capital is sentence case)
+    clause: int  # clauses are numbered in order; commas, "and", "but"... start a new one
+    sentence: int  # sentences are numbered in order; a full stop or a new line starts one
+
+
+class TextFeatures:
+    """What the guards need to know about one text, each part worked out on first use.
+
+    Build it with :func:`features` (cached by text) or directly. It holds nothing but the text
+    and what was derived from it, so it may be shared by any number of comparisons.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._memo: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"TextFeatures({self.text[:40]!r}{'...' if len(self.text) > 40 else ''})"
+
+    def once(self, key: str, compute: Callable[[TextFeatures], _T]) -> _T:
+        """``compute(self)``, computed on the first call for ``key`` and kept."""
+        try:
+            return self._memo[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._memo[key] = compute(self)
+            return value
+
+    @cached_property
+    def words(self) -> tuple[str, ...]:
+        """The normalised words, in order, as the similarity rule sees them."""
+        return tuple(default_process(self.text).split())
+
+    @cached_property
+    def word_set(self) -> frozenset[str]:
+        return frozenset(self.words)
+
+    @cached_property
+    def stems(self) -> frozenset[str]:
+        """First letters of each normalised word: forms of one word share them."""
+        return frozenset(w[:STEM_LETTERS] for w in self.words)
+
+    @cached_property
+    def tokens(self) -> tuple[Word, ...]:
+        """The words of the raw text in order, with how each is written."""
+        return _text_words(self.text)
+
+    @cached_property
+    def vocabulary(self) -> frozenset[str]:
+        """All canonical words, whatever their case (numbers aside)."""
+        return frozenset(w.canon for w in self.tokens if not w.canon[0].isdigit())
+
+    @cached_property
+    def aligned(self) -> tuple[Word, ...]:
+        """The words two texts are lined up by: every word but the articles ("a" stays where
+        it is written as a capital inside a sentence: "service A")."""
+        return tuple(
+            w for w in self.tokens
+            if w.canon not in ARTICLES or (w.canon == "a" and w.capitalised and not w.at_start)
+        )
+
+    @cached_property
+    def sequence(self) -> tuple[str, ...]:
+        """The canonical forms of :attr:`aligned`."""
+        return tuple(w.canon for w in self.aligned)
+
+    @cached_property
+    def sequence_set(self) -> frozenset[str]:
+        return frozenset(self.sequence)
+
+    @cached_property
+    def content_count(self) -> int:
+        """How many words of the text carry meaning (not function words, not articles)."""
+        return len(content_words(self.aligned))
+
+
+@lru_cache(maxsize=4096)
+def features(text: str) -> TextFeatures:
+    """The (cached) :class:`TextFeatures` of a raw text."""
+    return TextFeatures(text)
+
+
+def content_words(words: Sequence[Word]) -> tuple[str, ...]:
+    """The words that carry meaning: not function words, except one written as a label
+    inside a sentence ("service A")."""
+    return tuple(w.canon for w in words if w.canon not in STOPWORDS or (w.capitalised and not w.at_start))
+
+
+# --------------------------------------------------------------------------------------------
+# words in order
+
+
+def canon(token: str) -> str:
+    """Case-, dot- and possessive-insensitive form of a word."""
+    token = token.replace("\u2019", "'")
+    if token.endswith("'s"):
+        token = token[:-2]
+    return token.replace(".", "").replace("'", "").lower()
+
+
+def _starts_sentence(mark: str, previous: str) -> bool:
+    """True when the mark makes the next capital letter sentence case."""
+    if mark in _SENTENCE_MARKS:
+        return True
+    if mark[0] in ".!?":
+        # "Mr. Smith", "J. Smith": that full stop belongs to an abbreviation or an initial.
+        return not (canon(previous) in ABBREVIATIONS or len(previous) == 1)
+    return False
+
+
+def _has_inner_capital(token: str) -> bool:
+    """CamelCase words ("GitHub", "PostgreSQL") are names even at a sentence start."""
+    return any(ch.isupper() for ch in token[1:]) and any(ch.islower() for ch in token)
+
+
+@lru_cache(maxsize=65536)
+def _classify(part: str, at_start: bool) -> tuple[str, bool, bool, bool]:
+    """Canonical form of a word, whether it is written as a name, as an acronym, and with a
+    capital. (Cached: a store repeats its vocabulary.)"""
+    if part[0].isdigit():
+        return (part, False, False, False)
+    form = canon(part)
+    acronym = bool(ACRONYM_RE.fullmatch(part)) and len(form) > 1
+    capitalised = part[0].isupper()
+    name = (
+        capitalised
+        and (not at_start or acronym or _has_inner_capital(part))
+        and len(form) > 1  # a lone initial ("George W. Bush") says too little
+        and form not in _NOT_NAMES
+    )
+    return (form, name, acronym, capitalised)
+
+
+def _text_words(text: str) -> tuple[Word, ...]:
+    """The words of a raw text in order. Hyphenated words are split ("al-Qaida", "New
+    York-based") so that each part can match on its own."""
+    words: list[Word] = []
+    at_start, previous, clause, sentence = True, "", 0, 0
+    for token in _TOKEN_RE.findall(text):
+        if not token[0].isalnum():
+            starts = _starts_sentence(token, previous)
+            at_start = at_start or starts
+            clause += token[0] in _CLAUSE_MARKS
+            sentence += (starts and token[0] in ".!?") or token == "\n"
+        else:
+            clause += token.lower() in _CLAUSE_WORDS
+            parts = [token] if "-" not in token or ACRONYM_RE.fullmatch(token) else token.split("-")
+            words.extend(Word(*_classify(part, at_start), at_start, clause, sentence)
+                         for part in parts if part)
+            at_start = False
+        previous = token
+    return tuple(words)
+
+
+# --------------------------------------------------------------------------------------------
+# two texts lined up
+
+# Beyond this many words a side, aligning two texts costs too much: they are then taken to
+# differ in one block spanning both (entities reads differing names as a disagreement; the
+# other alignment guards stay quiet), which keeps such rare pairs apart rather than merging.
+MAX_ALIGN_WORDS = 20_000
+
+
+class Op(NamedTuple):
+    """One block of an alignment: ``first.sequence[a0:a1]`` stands where
+    ``second.sequence[b0:b1]`` does; tag replace, insert (a0 == a1) or delete (b0 == b1)."""
+
+    tag: str
+    a0: int
+    a1: int
+    b0: int
+    b1: int
+
+
+def ordered(a: TextFeatures, b: TextFeatures) -> tuple[TextFeatures, TextFeatures]:
+    """The pair in one fixed order, so that guards built on an alignment (which may break ties
+    by argument order) stay symmetric."""
+    return (b, a) if b.text < a.text else (a, b)
+
+
+@lru_cache(maxsize=256)
+def _alignment(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:
+    """Word-level edit blocks from ``first.sequence`` to ``second.sequence``."""
+    seq_a, seq_b = first.sequence, second.sequence
+    if max(len(seq_a), len(seq_b)) > MAX_ALIGN_WORDS:
+        return (Op("replace", 0, len(seq_a), 0, len(seq_b)),)
+    return tuple(Op(op.tag, op.src_start, op.src_end, op.dest_start, op.dest_end)
+                 for op in Levenshtein.opcodes(seq_a, seq_b))
+
+
+@lru_cache(maxsize=256)
+def diff_blocks(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:
+    """Where two texts differ, as blocks between their equal stretches (pass the pair through
+    :func:`ordered`). Consecutive edits form one block ("in the water" / "out of the water"
+    is one block: in -> out of), however the edit script splits them."""
+    blocks: list[Op] = []
+    for op in _alignment(first, second):
+        if op.tag == "equal":
+            continue
+        if blocks and blocks[-1].a1 == op.a0 and blocks[-1].b1 == op.b0:
+            last = blocks.pop()
+            op = Op("replace", last.a0, op.a1, last.b0, op.b1)
+        if op.a0 == op.a1:
+            op = Op("insert", *op[1:])
+        elif op.b0 == op.b1:
+            op = Op("delete", *op[1:])
+        else:
+            op = Op("replace", *op[1:])
+        blocks.append(op)
+    return tuple(blocks)
