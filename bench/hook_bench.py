@@ -128,7 +128,10 @@ def write_section(path: Path, section: str) -> None:
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + section
     else:
-        end = text.find("\n## ", start + len(SECTION))
+        # the section ends at the next heading or at another benchmark's marker
+        after = start + len(SECTION)
+        ends = [i for i in (text.find("\n## ", after), text.find("\n<!-- ", after)) if i >= 0]
+        end = min(ends) if ends else -1
         text = text[:start] + section + ("" if end < 0 else "\n" + text[end + 1:])
     path.write_text(text)
 

@@ -9,7 +9,8 @@ measures every phase in a fresh Python process (``--phase NAME --store DIR``, wh
 its own time and peak RSS as one JSON line): the read-and-parse floor, a cold dry run, a
 reindex, a dry run with indices, a full real pass on a copy, the dry run a weekly run would
 make next, and a session-end pass after 20 new memories. It then computes the recall of the
-planted duplicates and the MRPC figures, prints one table and writes it as Markdown to --out.
+planted duplicates and the MRPC figures, prints one table and writes it as Markdown into
+--out, between its own markers (`<!-- run:begin/end -->`): the rest of the file is kept.
 See bench/README.md.
 """
 
@@ -695,8 +696,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mrpc = mrpc_figures(args.mrpc_data)
     report = render(results, mrpc, args)
     print(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report)
+    from bench import sections
+
+    # only this benchmark's section: the others' (hook start-up, schedule, recall...) and the
+    # hand-written notes stay as they are
+    sections.write(args.out, "run", report, at_top=True)
     if args.json_out:
         args.json_out.write_text(json.dumps({"sizes": results, "mrpc": mrpc}, indent=1))
     return 0

@@ -32,12 +32,17 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     for split in ("train", "test"):
         (mrpc / f"msr_paraphrase_{split}.txt").write_text(MRPC_SAMPLE, encoding="utf-8")
     out, raw = tmp_path / "RESULTS.md", tmp_path / "results.json"
+    others = "## Notes by hand\n\n<!-- recall:begin -->\n## Recall\nfigures\n<!-- recall:end -->\n"
+    out.write_text(others)
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run.py"), "--sizes", "300", "--dir", str(tmp_path / "work"),
          "--out", str(out), "--json-out", str(raw), "--mrpc-data", str(mrpc)],
         capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    report = out.read_text()
+    written = out.read_text()
+    # its own section, between its markers, at the top; the others' kept as they were
+    assert written.startswith("<!-- run:begin -->\n") and written.endswith("\n" + others)
+    report = written[len("<!-- run:begin -->\n"):written.index("<!-- run:end -->")]
     assert proc.stdout.strip() == report.strip()
     for label, _ in bench_run.ROWS:
         assert f"| {label} " in report, label

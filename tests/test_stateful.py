@@ -2,10 +2,12 @@
 and a run crashed at a random change then recovered, against a simple model:
 
 - every memory id ever seen exists afterwards, live or archived, and is live at most once;
-- undoing the last run, when nothing was written since, gives back exactly the live files
-  before it (and a run that changed nothing is refused);
+- undoing the last run, when nothing was written since but uses (SPEC 10: `access`
+  records a use, folded into the file by the next command holding the lock), succeeds and
+  gives back the live files before it, exactly for memories not used since and with the uses
+  kept for the others (a run that changed nothing is refused);
 - a crashed run is either finished (it is in the log) or leaves the live files exactly as
-  before it;
+  before it (uses recorded earlier are folded first: a fold is not part of the run);
 - after every step: no journal, no temporary file, and `doctor` finds nothing.
 """
 
@@ -25,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from memcli.consolidate import engine, undo
 from memcli.errors import UndoRefusedError
 from memcli.store import doctor, fsops, journal, log, memories
-from memcli.store.model import format_ts
+from memcli.store.model import decode, format_ts
 from memcli.store.store import Store
 from tests.conftest import NOW_DT, days_ago, ids_everywhere, record, snapshot, write_memory
 
@@ -66,6 +68,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.ids: set[str] = set(self.live_ids())
         self.before: dict[str, dict[str, bytes]] = {}  # run id -> memory files just before it
         self.after: dict[str, dict[str, bytes]] = {}  # run id -> memory files just after it
+        self.used: dict[str, set[str]] = {}  # run id -> ids used (access) since it
 
     def _seed(self) -> None:
         """Memories the first run has work on: duplicates, stale, promotable, verbose."""
@@ -103,7 +106,35 @@ class StoreMachine(RuleBasedStateMachine):
             return None
         run_id = str(entries[-1]["run_id"])
         self.before[run_id], self.after[run_id] = before, self.state()
+        self.used[run_id] = set()
         return run_id
+
+    def fold_uses(self) -> None:
+        """What any command holding the store lock does first: fold the pending uses."""
+        with self.store.writing(5):
+            pass
+
+    @staticmethod
+    def same_but_uses(now: dict[str, bytes], then: dict[str, bytes], used: set[str]) -> bool:
+        """The same files, byte for byte for memories not used since; for used ones the same
+        record but for more uses (`access_count` not lower, `last_accessed` any)."""
+        if set(now) != set(then):
+            return False
+        for path, raw in now.items():
+            if raw == then[path]:
+                continue
+            if Path(path).stem.split("@")[0] not in used:
+                return False
+            fmt = "md" if path.endswith(".md") else "json"
+            a, b = decode(raw, fmt), decode(then[path], fmt)
+            if int(a.get("access_count") or 0) < int(b.get("access_count") or 0):
+                return False
+            for record_ in (a, b):
+                record_.pop("access_count", None)
+                record_.pop("last_accessed", None)
+            if a != b:
+                return False
+        return True
 
     def last_run_in_force(self) -> str | None:
         """The newest logged run that changed files and has not been undone."""
@@ -134,8 +165,11 @@ class StoreMachine(RuleBasedStateMachine):
         live = self.live_ids()
         if not live:
             return
+        mem_id = live[pick % len(live)]
         with self.store.lock(5):
-            memories.access_memory(self.store, live[pick % len(live)], self.clock)
+            memories.access_memory(self.store, mem_id, self.clock)
+        for used in self.used.values():
+            used.add(mem_id)
 
     @rule(days=st.sampled_from([3, 10, 40, 100]))
     def advance_clock(self, days: int) -> None:
@@ -155,7 +189,9 @@ class StoreMachine(RuleBasedStateMachine):
         run_id = self.last_run_in_force()
         if run_id is None:
             return
-        clean = run_id in self.after and self.state() == self.after[run_id]
+        self.fold_uses()  # (the undo would fold them first anyway)
+        used = self.used.get(run_id, set())
+        clean = run_id in self.after and self.same_but_uses(self.state(), self.after[run_id], used)
         before, count = self.state(), len(log.read_entries(self.root))
         try:
             undo.undo_run(self.store, run_id, wait=5)
@@ -163,8 +199,8 @@ class StoreMachine(RuleBasedStateMachine):
             assert not clean, f"refused a clean undo: {exc}"
             return
         if clean:
-            assert snapshot(self.root) == {k: v for k, v in self.before[run_id].items()
-                                           if not k.startswith("archive/")}
+            live_before = {k: v for k, v in self.before[run_id].items() if not k.startswith("archive/")}
+            assert self.same_but_uses(snapshot(self.root), live_before, used)
         assert self._logged(before, count) is not None
 
     @rule()
@@ -190,6 +226,7 @@ class StoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: hasattr(os, "fork"))
     @rule(crash_at=st.integers(1, 80))
     def crash_a_run_then_recover(self, crash_at: int) -> None:
+        self.fold_uses()
         before, count = self.state(), len(log.read_entries(self.root))
         pid = os.fork()
         if pid == 0:  # the child: a run that dies at its crash_at-th change, like a power cut

@@ -21,6 +21,7 @@ ROUTES: dict[tuple[str, ...], str] = {
     ("hook", "prompt"): "memcli.cli.recallmain:prompt",
     ("hook", "recall-warm"): "memcli.cli.recallmain:recall_warm",
     ("recall",): "memcli.cli.recallmain:recall",
+    ("mcp",): "memcli.cli.recallmain:mcp",
     ("hook",): "memcli.cli.hookmain:unknown_hook",  # any other hook: exit 0 (hooks fail open)
     ("tick",): "memcli.cli.tickmain:tick",
     ("hook", "pre-compact"): "memcli.cli.capturemain:pre_compact",

@@ -47,7 +47,7 @@ def mcp_cmd(ctx: typer.Context) -> None:
     o = opts(ctx)
     from memcli.integrations import mcp_server
 
-    mcp_server.serve(o.open_store(), o.wait)
+    mcp_server.serve(o.open_store().root, o.wait)
 
 
 @app.command("forget")

@@ -4,35 +4,35 @@ too, so `--help` lists them."""
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import Any
-
-import orjson
 
 from memcli.cli.fast import FastOpts
 from memcli.errors import MemcliError
 
-
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # a usage error: exit 2, said once
-        raise _Usage(message)
+TYPE_CHECKING = False  # argparse, typing and orjson are not on a hook's path
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def recall(opts: FastOpts, args: list[str]) -> int:
     """`memcli recall QUERY [--agent ID] [--limit K] [--session ID]` (see `memcli recall --help`)."""
-    parser = _Parser(prog="memcli recall", add_help=False)
+    import argparse
+
+    class Usage(Exception):
+        pass
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> Any:  # a usage error: exit 2, said once
+            raise Usage(message)
+
+    parser = Parser(prog="memcli recall", add_help=False)
     parser.add_argument("query", nargs="*")
     parser.add_argument("--agent")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--session")
     try:
         ns = parser.parse_args(args)
-    except _Usage as exc:
+    except Usage as exc:
         sys.stderr.write(f"Usage: memcli recall QUERY [--agent ID] [--limit K] [--session ID] [--json]\n"
                          f"Error: {exc}\n")
         return 2
@@ -40,16 +40,18 @@ def recall(opts: FastOpts, args: list[str]) -> int:
 
 
 def run_recall(opts: FastOpts, query: str, agent: str | None, limit: int | None, session: str | None) -> int:
+    import json
+    from pathlib import Path
+
     from memcli.recall import search, uses
-    from memcli.store.model import now
-    from memcli.store.store import Store
+    from memcli.recall.place import Place, discover
 
     try:
-        store = Store.open(opts.store)
+        place = Place.open(discover(opts.store))
         problems: list[Any] = []
-        wanted = limit if limit is not None else store.settings.recall.limit
-        results = search.recall(store, query, agent, wanted, problems)
-        uses.record(store.root, [r.id for r in results], session, now())
+        wanted = limit if limit is not None else place.recall["limit"]
+        results = search.recall(place, query, agent, wanted, problems)
+        uses.record(Path(place.root), [r.id for r in results], session, uses.now())
     except MemcliError as exc:
         return _fail(opts, str(exc), exc.exit_code)
     except OSError as exc:
@@ -58,8 +60,8 @@ def run_recall(opts: FastOpts, query: str, agent: str | None, limit: int | None,
         if not (opts.quiet and problem.severity != "error"):
             sys.stderr.write(f"{'warning' if problem.severity == 'warning' else 'skipped'}: {problem}\n")
     if opts.json:
-        sys.stdout.write(orjson.dumps({"query": query, "results": [r.as_dict() for r in results]},
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json.dumps({"query": query, "results": [r.as_dict() for r in results]},
+                                    indent=2, ensure_ascii=False) + "\n")
     elif not results:
         if not opts.quiet:
             sys.stderr.write("No memory matches; try other words, or drop --agent to search every folder.\n")
@@ -71,9 +73,34 @@ def run_recall(opts: FastOpts, query: str, agent: str | None, limit: int | None,
     return 0
 
 
+def mcp(opts: FastOpts, args: list[str]) -> int | None:
+    """`memcli mcp`: the MCP server on stdio (memcli.integrations.mcp_server). Served here
+    so that it answers its first requests before typer would even be imported."""
+    if args:
+        return None  # typer says what is wrong with them
+    from pathlib import Path
+
+    from memcli.integrations import mcp_server
+    from memcli.recall.place import discover
+
+    try:
+        root = discover(opts.store)
+    except MemcliError as exc:
+        return _fail(opts, str(exc), exc.exit_code)
+    try:
+        mcp_server.serve(Path(root), opts.wait)
+    except ImportError as exc:  # a broken install: say what is missing
+        return _fail(opts, f"the MCP server needs the `mcp` package ({exc}); reinstall memcli", 1)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
 def _fail(opts: FastOpts, message: str, code: int) -> int:
     if opts.json:
-        sys.stdout.write(orjson.dumps({"error": message}).decode() + "\n")
+        import json
+
+        sys.stdout.write(json.dumps({"error": message}) + "\n")
     else:
         sys.stderr.write(f"Error: {message}\n")
     return code

@@ -9,52 +9,70 @@ protected first, then by use, then the most recent), at most `[recall] briefing_
 record a use for each memory put in (once per session), append one line per injection to
 `ops/recall-log.jsonl`, and never fail the session: every problem goes to `ops/hook.log` and
 the exit code is 0. Neither takes more than `[recall] hook_budget_ms` from the process's start:
-the work runs in a thread the hook stops waiting for at the budget (it then prints nothing and
-starts a detached `memcli hook recall-warm` to bring the index in line for the next prompt).
+the work runs in a thread the hook stops waiting for at the budget (it then prints nothing).
+
+The briefing needs no search index (`memcli.recall.briefing` reads the folders' indices
+when there is none yet), so the first session of a store gets one; a prompt does need it.
+When it is missing or behind the files, the hook starts a detached `memcli hook recall-warm`
+that builds it for the prompts that follow; the prompt hook prints nothing until it exists.
+
+Start-up is most of a hook's cost: this module and what it imports on the way to an answer
+use the standard library's cheaper parts, `tantivy`, and memcli's lean read path
+(`memcli.recall.place`, `.index`, `.search`, `.briefing`, `.uses`); the store's machinery
+(`memcli.store.store`, `memcli.config`, yaml, orjson) is imported only when the search
+index must be synced or the settings read again (a test checks the modules of a hook).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
-
-import orjson
 
 from memcli.integrations import hooks
-from memcli.store import fsops
-from memcli.store.model import format_ts, now
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+    from typing import IO, Any
+
+    from memcli.recall.place import Place
 
 LOG_NAME = "recall-log.jsonl"
-DEFAULT_BUDGET_MS = 300
 MAX_PROMPT = 20_000
 _children: list[subprocess.Popen[bytes]] = []
 
 
-@dataclass
 class HookRequest:
-    session_id: str | None = None
-    cwd: str | None = None
-    prompt: str | None = None
-    source: str | None = None
-    notes: list[str] = field(default_factory=list)
+    """The fields of Claude Code's hook JSON that these hooks use."""
+
+    __slots__ = ("session_id", "cwd", "prompt", "source", "notes")
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+        self.cwd: str | None = None
+        self.prompt: str | None = None
+        self.source: str | None = None
+        self.notes: list[str] = []
 
 
-@dataclass
 class Injection:
-    event: str
-    text: str
-    ids: list[str]
+    """What a hook puts into the session: the text and the memories in it."""
+
+    __slots__ = ("event", "text", "ids")
+
+    def __init__(self, event: str, text: str, ids: list[str]) -> None:
+        self.event = event
+        self.text = text
+        self.ids = ids
 
     def output(self) -> str:
-        return orjson.dumps({"hookSpecificOutput": {"hookEventName": self.event,
-                                                    "additionalContext": self.text}}).decode()
+        import json
+
+        return json.dumps({"hookSpecificOutput": {"hookEventName": self.event,
+                                                  "additionalContext": self.text}})
 
 
 def started_at() -> float:
@@ -71,15 +89,21 @@ def started_at() -> float:
 
 
 def parse_request(raw: bytes, truncated: bool) -> HookRequest:
-    """The fields of Claude Code's hook JSON that these hooks use; anything else ignored."""
+    """The fields of the hook JSON that these hooks use; anything else ignored. The standard
+    library's parser, behind the session-end hook's nesting check."""
+    import json
+
     req = HookRequest()
     if truncated or not raw.strip():
         if truncated:
             req.notes.append("hook input too large; ignored it")
         return req
+    if hooks._too_deep(raw):
+        req.notes.append("hook input nests too deep; ignored it")
+        return req
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
         req.notes.append("hook input is not JSON; ignored it")
         return req
     if not isinstance(data, dict):
@@ -109,14 +133,14 @@ def run_hook(event: str, explicit: str | None, stream: IO[Any] | None, agent: st
         return None
     if opened is None:
         return None
-    store, request = opened
-    root = store.root
-    deadline = start + store.settings.recall.hook_budget_ms / 1000
+    place, request = opened
+    root = place.root
+    deadline = start + place.recall["hook_budget_ms"] / 1000
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            box["result"] = _inject(event, store, request, agent)
+            box["result"] = _inject(event, place, request, agent, box)
         except Exception as exc:  # a hook never fails the session: logged below
             why = f"{type(exc).__name__}: {hooks.clean(exc, 300)}"
             hooks.log(root, f"{event}: failed ({why}); printed nothing")
@@ -127,67 +151,78 @@ def run_hook(event: str, explicit: str | None, stream: IO[Any] | None, agent: st
         worker.join(max(deadline - time.monotonic(), 0.001))
     if worker.is_alive() or time.monotonic() > deadline:  # over budget: print nothing
         hooks.log(root, f"{event}: over the {int((deadline - start) * 1000)} ms budget; printed nothing "
-                        "(and started `memcli hook recall-warm` to bring the index in line)")
+                        "(and started `memcli hook recall-warm` to bring the search index in line)")
         _spawn_warm(root)
         return None
     injection = box.get("result")
-    if injection is None:
-        return None
-    with contextlib.suppress(OSError, ValueError):
-        out.write(injection.output() + "\n")
-        out.flush()
-    _record(root, request, injection)
+    if injection is not None:
+        with contextlib.suppress(OSError, ValueError):
+            out.write(injection.output() + "\n")
+            out.flush()
+        _record(root, request, injection)
+    if box.get("warm"):
+        _spawn_warm(root)
     return injection  # type: ignore[no-any-return]
 
 
-def _open(event: str, explicit: str | None, stream: IO[Any] | None) -> tuple[Any, HookRequest] | None:
+def _open(event: str, explicit: str | None, stream: IO[Any] | None) -> tuple[Place, HookRequest] | None:
     """The hook's input and the store with its settings (the budget is one of them)."""
-    from memcli.store.store import Store
+    from memcli.recall.place import Place
 
     request = parse_request(*hooks.read_input(stream, timeout=0.1))
-    found, _looked = hooks.find_store(explicit, request.cwd)
-    if found is None:
+    root, _looked, _notes = hooks.find_store_dir(explicit, request.cwd)
+    if root is None:
         return None
-    root = found.resolve()
     for note in request.notes:
         hooks.log(root, f"{event}: {note}")
     try:
-        return Store(root), request
+        return Place.open(root), request
     except Exception as exc:  # bad settings: said in the log, nothing printed
         hooks.log(root, f"{event}: {hooks.clean(exc, 300)}; printed nothing")
         return None
 
 
-def _inject(event: str, store: Any, request: HookRequest, agent: str | None) -> Injection | None:
+def _inject(event: str, place: Place, request: HookRequest, agent: str | None,
+            box: dict[str, Any]) -> Injection | None:
+    from pathlib import Path
+
     from memcli.recall import index as rindex
     from memcli.recall import uses
-    from memcli.store.store import is_valid_scope_id
+    from memcli.recall.place import is_valid_scope_id
 
-    root = store.root
-    cfg = store.settings.recall
-    agent = agent or cfg.agent or "claude"
+    root = place.root
+    agent = agent or place.recall["agent"] or "claude"
     if not is_valid_scope_id(agent):
         hooks.log(root, f"{event}: bad agent id {hooks.clean(agent)!r}; printed nothing")
         return None
-    if rindex.current(root) is None:  # a first build may take seconds: not in the session's time
-        _spawn_warm(root)
-        return None
     session = uses.clean_session(request.session_id)
-    had = uses.used_in_session(root, session) if session else set()
+    had = uses.used_in_session(Path(root), session) if session else set()
     if event == "SessionStart":
-        ids, text = briefing(store, agent, cfg.briefing_chars, had)
+        source: list[str] = []
+        ids, text = briefing(place, agent, place.recall["briefing_chars"], had, source)
+        box["warm"] = source == ["folder-indices"]  # build the search index for the prompts
     else:
-        ids, text = _prompt_context(store, request.prompt or "", agent, cfg, had)
+        if rindex.current(Path(root)) is None:  # a first build may take seconds: not in the session's time
+            box["warm"] = True
+            return None
+        ids, text = _prompt_context(place, request.prompt or "", agent, had)
     if not ids:
         return None
     return Injection(event, text, ids)
 
 
-def briefing(store: Any, agent: str, limit: int, skip: set[str] | None = None) -> tuple[list[str], str]:
+def briefing(place: Place, agent: str, limit: int, skip: set[str] | None = None,
+             source: list[str] | None = None) -> tuple[list[str], str]:
     """The agent's most useful memories as lines of text, at most `limit` characters."""
-    from memcli.recall import briefing as rbrief
+    from pathlib import Path
 
-    rows = rbrief.most_useful(store, agent, skip or set())
+    from memcli.recall import briefing as rbrief
+    from memcli.recall import uses
+
+    rels = place.view(agent)
+    if not rels:
+        return [], ""
+    rows = rbrief.most_useful(place, rels, skip or set(), uses.pending(Path(place.root)), source)
     head = f"Memories from memcli for agent {agent} (most useful first; the `recall` tool finds more):"
     lines: list[str] = []
     ids: list[str] = []
@@ -202,16 +237,17 @@ def briefing(store: Any, agent: str, limit: int, skip: set[str] | None = None) -
     return ids, head + "".join(lines) if ids else ""
 
 
-def _prompt_context(store: Any, prompt: str, agent: str, cfg: Any, had: set[str]) -> tuple[list[str], str]:
+def _prompt_context(place: Place, prompt: str, agent: str, had: set[str]) -> tuple[list[str], str]:
     from memcli.recall import search
 
-    if cfg.prompt_limit == 0 or not prompt.strip():
+    limit, min_score = place.recall["prompt_limit"], place.recall["min_score"]
+    if limit == 0 or not prompt.strip():
         return [], ""
     try:
-        results = search.recall(store, prompt, agent, limit=cfg.prompt_limit + len(had))
+        results = search.recall(place, prompt, agent, limit=limit + len(had))
     except search.EmptyQueryError:
         return [], ""
-    picked = [r for r in results if r.score > cfg.min_score and r.id not in had][:cfg.prompt_limit]
+    picked = [r for r in results if r.score > min_score and r.id not in had][:limit]
     if not picked:
         return [], ""
     rows = [{"id": r.id, "summary": r.summary, "type": r.type, "subtype": r.subtype,
@@ -227,30 +263,38 @@ def _line(row: dict[str, Any]) -> str:
     return f"[{row['id']}] ({kind}, {row.get('folder')}) {summary}"
 
 
-def _record(root: Path, request: HookRequest, injection: Injection) -> None:
+def _record(root: str, request: HookRequest, injection: Injection) -> None:
     """Uses for what was put in, and one line in ops/recall-log.jsonl. Never raises."""
+    from pathlib import Path
+
     from memcli.recall import uses
 
     try:
-        moment = now()
-        uses.record(root, injection.ids, request.session_id, moment)
-        append_log(root, {"timestamp": format_ts(moment), "session_id": request.session_id,
-                          "event": injection.event, "memory_ids": injection.ids})
+        moment = uses.now()
+        uses.record(Path(root), injection.ids, request.session_id, moment)
+        append_log(Path(root), {"timestamp": uses.format_ts(moment), "session_id": request.session_id,
+                                "event": injection.event, "memory_ids": injection.ids})
     except Exception as exc:
         hooks.log(root, f"{injection.event}: could not record the uses ({hooks.clean(exc, 200)})")
 
 
-def append_log(root: Path, line: dict[str, Any]) -> None:
+def append_log(root: Any, line: dict[str, Any]) -> None:
+    import json
+
+    from memcli.store import fsops
+
     path = root / "ops" / LOG_NAME
     if not path.exists():
         fsops.ensure_parent(path)
         with contextlib.suppress(FileExistsError):
             fsops.write_new(path, b"")
-    fsops.append(path, orjson.dumps(line) + b"\n")
+    fsops.append(path, json.dumps(line, separators=(",", ":")).encode() + b"\n")
 
 
-def _spawn_warm(root: Path) -> None:
+def _spawn_warm(root: str) -> None:
     """Bring the search index in line in a detached process (nobody waits for it)."""
+    import subprocess
+
     with contextlib.suppress(OSError):
         cmd = [sys.executable, "-m", "memcli", "--store", str(root), "hook", "recall-warm"]
         _children.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -258,7 +302,7 @@ def _spawn_warm(root: Path) -> None:
                                           close_fds=True))
 
 
-def warm(root: Path) -> None:
+def warm(root: Any) -> None:
     """`memcli hook recall-warm`: build or sync the search index for every live folder."""
     from memcli.recall import index as rindex
     from memcli.store.store import Store

@@ -29,20 +29,22 @@ writes hold `.cache/recall/.lock`, never the store lock: recall and the hooks ar
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
-import secrets
-import shutil
+import stat
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import orjson
-
+from memcli.recall.rank import brief_rank
 from memcli.store.cache import cache_dir
-from memcli.store.model import Memory
+
+TYPE_CHECKING = False  # the read path imports no typing, dataclasses, orjson or model: hooks
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
+
+    from memcli.store.model import Memory
 
 VERSION = 4  # of the schema and analyzers: another value is a foreign index, rebuilt
 STAMP_AGE_NS = 1_000_000_000
@@ -69,6 +71,14 @@ def _tantivy() -> Any:
     import tantivy
 
     return tantivy
+
+
+def _orjson() -> Any:
+    """orjson for the write side (fast on big rows files); the read side uses json, which
+    a hook process has already paid for (orjson's import alone is about 10 ms)."""
+    import orjson
+
+    return orjson
 
 
 def analyzers() -> tuple[Any, Any]:
@@ -98,17 +108,22 @@ def schema() -> Any:
 
 def camel_parts(text: str) -> str:
     """The pieces of CamelCase identifiers in a text ("getUserName" -> "get User Name")."""
-    if not _CAMEL_HINT.search(text):
+    if text.islower() or not _CAMEL_HINT.search(text):  # (islower: a quick no for most texts)
         return ""
     return " ".join(" ".join(_CAMEL_PIECE.findall(word)) for word in _CAMEL_WORD.findall(text))
 
 
 def document(rel: str, mem: Memory) -> dict[str, Any] | None:
     """The document of a live memory (None for a record marked archived: never recalled)."""
-    data = mem.data
+    return document_of(rel, mem.name, mem.data, mem.size, mem.mtime_ns)
+
+
+def document_of(rel: str, name: str, data: dict[str, Any], size: int, mtime_ns: int) -> dict[str, Any] | None:
+    """`document` from a record read and checked (here or by the folder's index)."""
     if "archived_at" in data:
         return None
-    content = mem.content
+    found = data.get("content")
+    content: dict[str, Any] = found if isinstance(found, dict) else {}
     summary = _text(content.get("summary"))
     details = _text(content.get("details"))
     others = " ".join(v for k, v in sorted(content.items()) if k not in ("summary", "details")
@@ -117,15 +132,15 @@ def document(rel: str, mem: Memory) -> dict[str, Any] | None:
     tags = " ".join(t for t in data.get("tags") or [] if isinstance(t, str))
     raw_count = data.get("access_count")
     count = raw_count if isinstance(raw_count, int) and not isinstance(raw_count, bool) else 0
-    rank = brief_rank(data)
-    meta = {"id": mem.id, "type": data.get("type"), "subtype": data.get("subtype") or "",
+    rank = brief_rank(data)  # the briefing's order, kept as a fast field
+    meta = {"id": data["id"], "type": data.get("type"), "subtype": data.get("subtype") or "",
             "priority": data.get("priority") or "normal",
             "recency": str(data.get("updated_at") or data.get("created_at") or ""),
-            "summary": summary[:300], "size": mem.size, "mtime_ns": mem.mtime_ns,
+            "summary": summary[:300], "size": size, "mtime_ns": mtime_ns,
             "rank": rank, "uses": count}
-    return {"key": f"{rel}/{mem.name}", "folder": rel, "summary": summary, "details": details,
+    return {"key": f"{rel}/{name}", "folder": rel, "summary": summary, "details": details,
             "tags": tags, "parts": camel_parts(f"{summary} {details} {tags}"),
-            "code": f"{summary} {details} {tags}", "meta": orjson.dumps(meta).decode(),
+            "code": f"{summary} {details} {tags}", "meta": _orjson().dumps(meta).decode(),
             "brief": rank * 1_000_000_000 + min(max(count, 0), 999_999_999)}
 
 
@@ -133,26 +148,17 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def brief_rank(data: dict[str, Any]) -> int:
-    """2 for a critical memory, 1 for one protected otherwise (SPEC 2, the age rule aside:
-    it changes with the clock), 0 for the rest: the briefing puts them first."""
-    if data.get("priority") == "critical":
-        return 2
-    tags = set(t for t in data.get("tags") or [] if isinstance(t, str))
-    decision = (data.get("type"), data.get("subtype")) == ("semantic", "decision")
-    if tags & {"permanent", "protected"} or decision or (data.get("created_by") == "USER"
-                                                         and data.get("consent") is not True):
-        return 1
-    return 0
-
-
 # ---------------------------------------------------------------- the generation on disk
 
 
-@dataclass
 class Generation:
-    path: Path
-    folders: dict[str, Any] = field(default_factory=dict)  # rel -> {"stamp": int | None}
+    """One built index on disk, with its folders' state (rel -> {"stamp", "bad"})."""
+
+    __slots__ = ("path", "folders")
+
+    def __init__(self, path: Path, folders: dict[str, Any] | None = None) -> None:
+        self.path = path
+        self.folders: dict[str, Any] = folders if folders is not None else {}
 
     @property
     def tantivy_dir(self) -> Path:
@@ -163,7 +169,7 @@ class Generation:
 
     def load_rows(self, rel: str) -> dict[str, Any]:
         try:
-            data = orjson.loads(self.rows_path(rel).read_bytes())
+            data = _orjson().loads(self.rows_path(rel).read_bytes())
             if isinstance(data, dict) and isinstance(data.get("rows"), dict):
                 return data
         except (OSError, ValueError):
@@ -171,16 +177,16 @@ class Generation:
         return {"rows": {}, "bad": {}}
 
     def save_rows(self, rel: str, data: dict[str, Any]) -> None:
-        _write(self.rows_path(rel), orjson.dumps(data))
+        _write(self.rows_path(rel), _orjson().dumps(data))
 
     def save_folders(self) -> None:
-        _write(self.path / "folders.json", orjson.dumps({"version": VERSION, "folders": self.folders}))
+        _write(self.path / "folders.json", _orjson().dumps({"version": VERSION, "folders": self.folders}))
 
 
 def _write(path: Path, data: bytes) -> None:
     """Atomic write of a cache file (temporary name, rename): a reader never sees half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
@@ -200,7 +206,7 @@ def current(root: Path) -> Generation | None:
         return None
     gen = Generation(base / name)
     try:
-        data = orjson.loads((gen.path / "folders.json").read_bytes())
+        data = json.loads((gen.path / "folders.json").read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("version") != VERSION \
@@ -241,12 +247,16 @@ def open_index(gen: Generation) -> Any:
 
 # ---------------------------------------------------------------- building and syncing
 
-Problems = list[Any]  # memcli.store.store.Problem
+if TYPE_CHECKING:
+    Problems = list[Any]  # memcli.store.store.Problem
 
 
 def rebuild(store: Any, problems: Problems) -> Generation:
     """A new generation from every live folder; switched in once complete. The caller holds
     the index lock."""
+    import secrets
+    import shutil
+
     tv = _tantivy()
     base = base_dir(store.root, create=True)
     gen = Generation(base / f"gen-{secrets.token_hex(8)}")
@@ -255,7 +265,7 @@ def rebuild(store: Any, problems: Problems) -> Generation:
     words, code = analyzers()
     index.register_tokenizer(WORDS, words)
     index.register_tokenizer(CODE, code)
-    writer = index.writer(heap_size=128_000_000, num_threads=min(2, os.cpu_count() or 1))
+    writer = index.writer(heap_size=50_000_000, num_threads=min(2, os.cpu_count() or 1))
     for folder in store.memory_folders():
         before, listed = _mtime(folder.path), time.time_ns()
         rows, bad = _read_folder(store, folder, {}, {}, problems, lambda doc: writer.add_document(
@@ -287,38 +297,61 @@ def _stamp(path: Path, rows_taken_ns: int | None, listed_ns: int | None = None) 
 def _read_folder(store: Any, folder: Any, old_rows: dict[str, Any], old_bad: dict[str, Any],
                  problems: Problems, add: Callable[[dict[str, Any]], None],
                  delete: Callable[[str], None] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Compare a folder's files with its rows; index what changed. Returns (rows, bad)."""
+    """Compare a folder's files with its rows; index what changed. Returns (rows, bad).
+
+    A file whose `_index.json` entry still has its size and mtime was read and checked by
+    the store when the entry was written (the store's own rule for trusting an entry): it is
+    only parsed here, not checked again. Any other file is read through the store's checks
+    (bad input reported and skipped)."""
     from memcli.store.store import Problem
 
     rows: dict[str, Any] = {}
     bad: dict[str, Any] = {}
+    entries: dict[str, Any] | None = None
+    base = str(folder.path)
     for name in store.memory_names(folder):
-        path = folder.path / name
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        sig = [st.st_size, st.st_mtime_ns]
-        old = old_rows.get(name)
-        if old is not None and old[:2] == sig:
-            rows[name] = old
-            continue
-        seen_bad = old_bad.get(name)
-        if seen_bad is not None and seen_bad[:2] == sig:
-            bad[name] = seen_bad
-            problems.append(Problem(store.rel(path), str(seen_bad[2]), "bad_file"))
-            continue
-        found: list[Any] = []
-        mem = store.try_read(path, folder, found)
-        problems.extend(found)
-        if delete is not None and old is not None:
-            delete(f"{folder.rel}/{name}")
-        if mem is None:
-            if found and found[0].severity == "error":
-                bad[name] = [*sig, "; ".join(p.reason for p in found if p.severity == "error")]
-            continue
-        doc = document(folder.rel, mem)
-        rows[name] = [mem.size, mem.mtime_ns, mem.id]
+        path = os.path.join(base, name)
+        sig: list[int] | None = None
+        if old_rows or old_bad:  # a sync: compare with the rows before reading anything
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            sig = [st.st_size, st.st_mtime_ns]
+            old = old_rows.get(name)
+            if old is not None and old[:2] == sig:
+                rows[name] = old
+                continue
+            seen_bad = old_bad.get(name)
+            if seen_bad is not None and seen_bad[:2] == sig:
+                bad[name] = seen_bad
+                problems.append(Problem(f"{folder.rel}/{name}", str(seen_bad[2]), "bad_file"))
+                continue
+            if delete is not None and old is not None:
+                delete(f"{folder.rel}/{name}")
+        if entries is None:
+            entries = _entries(folder.path)
+        trusted = _read_trusted(path, name, entries.get(name))
+        if trusted is not None:
+            data, sig = trusted
+            rows[name] = [*sig, data["id"]]
+            doc = document_of(folder.rel, name, data, *sig)
+        else:
+            found: list[Any] = []
+            mem = store.try_read(folder.path / name, folder, found)
+            problems.extend(found)
+            if mem is None:
+                if found and found[0].severity == "error":
+                    if sig is None:
+                        try:
+                            st = os.lstat(path)
+                        except OSError:
+                            continue
+                        sig = [st.st_size, st.st_mtime_ns]
+                    bad[name] = [*sig, "; ".join(p.reason for p in found if p.severity == "error")]
+                continue
+            rows[name] = [mem.size, mem.mtime_ns, mem.id]
+            doc = document(folder.rel, mem)
         if doc is not None:
             add(doc)
     if delete is not None:
@@ -328,28 +361,78 @@ def _read_folder(store: Any, folder: Any, old_rows: dict[str, Any], old_bad: dic
     return rows, bad
 
 
+def _entries(folder: Path) -> dict[str, Any]:
+    """The folder's `_index.json` entries by file name ({} when missing or unreadable)."""
+    try:
+        data = _orjson().loads((folder / "_index.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    listed = data.get("entries") if isinstance(data, dict) else None
+    if not isinstance(listed, list):
+        return {}
+    return {e["file"]: e for e in listed if isinstance(e, dict) and isinstance(e.get("file"), str)}
+
+
+def _read_trusted(path: str, name: str, entry: Any) -> tuple[dict[str, Any], list[int]] | None:
+    """The record (and size, mtime) of a JSON file its index entry vouches for: the open
+    file has the entry's size and mtime. Else None (the caller reads it with every check)."""
+    if not isinstance(entry, dict) or not name.endswith(".json") or "content_hash" not in entry:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        sig = [st.st_size, st.st_mtime_ns]
+        if sig != [entry.get("size"), entry.get("mtime_ns")] or not stat.S_ISREG(st.st_mode):
+            return None
+        raw = os.read(fd, st.st_size + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        data = _orjson().loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("id") != entry.get("id") or len(raw) != sig[0]:
+        return None
+    return data, sig
+
+
 def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force: bool = False) -> bool:
-    """Bring the folders `rels` in line with their files, and commit pending documents.
-    The caller holds the index lock. Returns whether anything was committed."""
+    """Bring the folders `rels` in line with their files, and commit pending documents (and
+    their rows). The caller holds the index lock. Returns whether anything was committed."""
     tv = _tantivy()
     stale = [rel for rel in rels if force or not _vouched(store, gen, rel)]
     pending = _read_pending(gen)
-    for rel in rels:
-        if rel not in stale:
-            problems.extend(_bad_problems(store, gen, rel))
     if not stale and not pending:
+        for rel in rels:
+            problems.extend(_bad_at(gen, rel))
         return False
     index = open_index(gen)
     writer = index.writer(heap_size=50_000_000, num_threads=1)
+    saved: dict[str, dict[str, Any]] = {}
     for doc in pending:
-        writer.delete_documents_by_term("key", doc["key"])
-        if not doc.get("deleted"):
+        key = str(doc["key"])
+        rel, _, name = key.rpartition("/")
+        data = saved.setdefault(rel, gen.load_rows(rel))
+        data["rows"].pop(name, None)
+        data.setdefault("bad", {}).pop(name, None)
+        writer.delete_documents_by_term("key", key)
+        if isinstance(doc.get("row"), list):  # a record marked archived: a row, no document
+            data["rows"][name] = doc["row"]
+        elif isinstance(doc.get("bad"), list):
+            data["bad"][name] = doc["bad"]
+        elif not doc.get("deleted"):
             fields = ("key", "folder", *TEXT_FIELDS, "meta", "brief")
             writer.add_document(tv.Document(**{k: doc[k] for k in fields}))
+            meta = json.loads(doc["meta"])
+            data["rows"][name] = [meta["size"], meta["mtime_ns"], meta["id"]]
     folders = {f.rel: f for f in store.memory_folders()}
-    saved: dict[str, dict[str, Any]] = {}
     for rel in stale:
-        old = gen.load_rows(rel)
+        old = saved.get(rel) or gen.load_rows(rel)
         folder = folders.get(rel)
         before = _mtime(folder.path) if folder is not None else None
         listed = time.time_ns()
@@ -367,11 +450,16 @@ def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force
     writer.wait_merging_threads()
     for rel, data in saved.items():  # after the commit: replaying a sync is harmless
         gen.save_rows(rel, data)
+        if rel in gen.folders:
+            gen.folders[rel]["bad"] = bool(data.get("bad"))
         if not data["rows"] and not data["bad"] and rel not in folders:
             gen.folders.pop(rel, None)
     gen.save_folders()
     if pending:
         _write(gen.path / "pending.jsonl", b"")
+    for rel in rels:
+        if rel not in stale:
+            problems.extend(_bad_at(gen, rel))
     return True
 
 
@@ -383,16 +471,24 @@ def _mtime(path: Path) -> int | None:
 
 
 def _vouched(store: Any, gen: Generation, rel: str) -> bool:
+    return _vouched_at(store.root, gen, rel)
+
+
+def _vouched_at(root: Path, gen: Generation, rel: str) -> bool:
     stamp = (gen.folders.get(rel) or {}).get("stamp")
-    return stamp is not None and stamp == _mtime(store.root / rel)
+    return stamp is not None and stamp == _mtime(root / rel)
 
 
 def _bad_problems(store: Any, gen: Generation, rel: str) -> Problems:
-    """Bad files of a folder that is as indexed: reported again on every search, unread."""
-    from memcli.store.store import Problem
+    return _bad_at(gen, rel)
 
+
+def _bad_at(gen: Generation, rel: str) -> Problems:
+    """Bad files of a folder that is as indexed: reported again on every search, unread."""
     if not (gen.folders.get(rel) or {}).get("bad"):
         return []
+    from memcli.store.store import Problem
+
     bad = gen.load_rows(rel).get("bad") or {}
     return [Problem(f"{rel}/{name}", str(info[2]), "bad_file") for name, info in sorted(bad.items())]
 
@@ -405,7 +501,7 @@ def _read_pending(gen: Generation) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for line in raw.split(b"\n"):
         with contextlib.suppress(ValueError):
-            doc = orjson.loads(line) if line.strip() else None
+            doc = json.loads(line) if line.strip() else None
             if isinstance(doc, dict) and isinstance(doc.get("key"), str):
                 docs.append(doc)
     return docs
@@ -439,6 +535,8 @@ def keeping_current(store: Any) -> Iterator[Callable[[Any, str], None]]:
 
 
 def _queue(store: Any, noted: dict[str, tuple[Any, int | None, list[str]]]) -> None:
+    """Append the noted files' documents (and rows) to pending.jsonl; only folders.json is
+    rewritten, never a folder's rows (a cost that would grow with the folder)."""
     gen = current(store.root)
     if gen is None:
         return  # no index yet: the first search builds it
@@ -450,38 +548,38 @@ def _queue(store: Any, noted: dict[str, tuple[Any, int | None, list[str]]]) -> N
             return
         lines: list[bytes] = []
         for rel, (folder, before, names) in noted.items():
-            vouched = before is not None and (gen.folders.get(rel) or {}).get("stamp") == before
-            if not vouched:
+            state = gen.folders.get(rel) or {}
+            if before is None or state.get("stamp") != before:
                 continue  # changed by someone else since: the next search lists the folder
-            data = gen.load_rows(rel)
+            bad = bool(state.get("bad"))
             for name in dict.fromkeys(names):
-                lines.append(_pending_line(store, folder, name, data))
-            gen.save_rows(rel, data)
-            gen.folders[rel] = {"stamp": _mtime(folder.path), "bad": bool(data.get("bad"))}
+                line, is_bad = _pending_line(store, folder, name)
+                lines.append(line)
+                bad = bad or is_bad
+            gen.folders[rel] = {"stamp": _mtime(folder.path), "bad": bad}
         if lines:
             with open(gen.path / "pending.jsonl", "ab") as handle:
                 handle.write(b"".join(lines))
         gen.save_folders()
 
 
-def _pending_line(store: Any, folder: Any, name: str, data: dict[str, Any]) -> bytes:
+def _pending_line(store: Any, folder: Any, name: str) -> tuple[bytes, bool]:
+    """The pending line of one file (its document; or a row, a bad file, a deletion) and
+    whether the file is bad input."""
     key = f"{folder.rel}/{name}"
     found: list[Any] = []
     mem = store.try_read(folder.path / name, folder, found)
-    data["rows"].pop(name, None)
-    data.setdefault("bad", {}).pop(name, None)
+    line: dict[str, Any] = {"key": key, "deleted": True}
     if mem is None:
-        try:
+        errors = [p.reason for p in found if p.severity == "error"]
+        with contextlib.suppress(OSError):
             st = os.lstat(folder.path / name)
-            errors = [p.reason for p in found if p.severity == "error"]
             if errors:
-                data["bad"][name] = [st.st_size, st.st_mtime_ns, "; ".join(errors)]
-        except OSError:
-            pass
-        return orjson.dumps({"key": key, "deleted": True}) + b"\n"
-    data["rows"][name] = [mem.size, mem.mtime_ns, mem.id]
-    doc = document(folder.rel, mem)
-    return orjson.dumps(doc if doc is not None else {"key": key, "deleted": True}) + b"\n"
+                line = {"key": key, "bad": [st.st_size, st.st_mtime_ns, "; ".join(errors)]}
+    else:
+        doc = document(folder.rel, mem)
+        line = doc if doc is not None else {"key": key, "row": [mem.size, mem.mtime_ns, mem.id]}
+    return _orjson().dumps(line) + b"\n", "bad" in line
 
 
 def written(store: Any, names: dict[str, list[str]]) -> None:
@@ -506,19 +604,34 @@ def after_run(store: Any, rels: list[str]) -> None:
 # ---------------------------------------------------------------- the reader's entry point
 
 
+def open_current(root: Path, rels: list[str], problems: Problems,
+                 pending_ok: bool = False) -> tuple[Generation, Any] | None:
+    """The live generation and its tantivy index when it is in line with the folders `rels`
+    and has nothing pending (unless `pending_ok`: the caller reads `pending.jsonl` itself):
+    all a reader needs, with no lock, no write and no `Store` (the hooks' path). None
+    otherwise: `ready` then brings it in line."""
+    gen = current(root)
+    if gen is None or (not pending_ok and _has_pending(gen)):
+        return None
+    if not all(_vouched_at(root, gen, r) for r in rels):
+        return None
+    try:
+        index = open_index(gen)
+    except IndexUnusable:
+        return None
+    for rel in rels:
+        problems.extend(_bad_at(gen, rel))
+    return gen, index
+
+
 def ready(store: Any, rels: list[str], problems: Problems,
           wait: float = LOCK_WAIT_S) -> tuple[Generation, Any]:
     """The live generation and its tantivy index, in line with the folders `rels`: built
     when missing or unusable, synced when stale. Raises IndexUnusable only when even a fresh
     build cannot be opened."""
-    gen = current(store.root)
-    if gen is not None and all(_vouched(store, gen, r) for r in rels) and not _has_pending(gen):
-        try:
-            for rel in rels:
-                problems.extend(_bad_problems(store, gen, rel))
-            return gen, open_index(gen)
-        except IndexUnusable:
-            pass
+    opened = open_current(store.root, rels, problems)
+    if opened is not None:
+        return opened
     with writing(store.root, wait) as locked:
         gen = current(store.root)
         if gen is None and not locked:

@@ -18,20 +18,22 @@ none; `recall`, MCP and the hooks do).
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from dataclasses import dataclass
-from typing import Any
-
-import orjson
+from pathlib import Path
 
 from memcli.errors import MemcliError
 from memcli.recall import index as rindex
-from memcli.recall import text
+from memcli.recall import rank, text
+from memcli.recall.place import Place
+
+TYPE_CHECKING = False  # no typing or dataclasses at run time: the hooks import this module
+if TYPE_CHECKING:
+    from typing import Any
 
 FIELD_WEIGHTS = {"summary": 2.0, "tags": 1.5, "details": 1.0, "parts": 1.0, "code": 2.0}
 ALIAS_WEIGHT = 0.5
-PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 MAX_QUERY = 2000  # characters of a query planned: a pasted log is not a question
 
 
@@ -39,18 +41,27 @@ class EmptyQueryError(MemcliError):
     """A query with nothing to search for (empty, or only stop words)."""
 
 
-@dataclass
 class Result:
-    id: str
-    score: float
-    scope: str
-    scope_id: str
-    type: str
-    subtype: str
-    summary: str
-    path: str
-    priority: str = "normal"
-    recency: str = ""
+    """One recalled memory (SPEC 10's fields, plus what ties are broken by)."""
+
+    __slots__ = ("id", "score", "scope", "scope_id", "type", "subtype", "summary", "path", "priority",
+                 "recency")
+
+    def __init__(self, id: str, score: float, scope: str, scope_id: str, type: str, subtype: str,
+                 summary: str, path: str, priority: str = "normal", recency: str = "") -> None:
+        self.id = id
+        self.score = score
+        self.scope = scope
+        self.scope_id = scope_id
+        self.type = type
+        self.subtype = subtype
+        self.summary = summary
+        self.path = path
+        self.priority = priority
+        self.recency = recency
+
+    def __repr__(self) -> str:
+        return f"Result({self.id!r}, {self.score:.4f}, {self.path!r})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "score": round(self.score, 4), "scope": self.scope,
@@ -58,26 +69,28 @@ class Result:
                 "summary": self.summary, "path": self.path}
 
 
+def place_of(store: Any) -> Place:
+    """A `Place` for a Store (or the Place itself)."""
+    return store if isinstance(store, Place) else Place.of(store)
+
+
 def view(store: Any, agent: str | None) -> list[str]:
     """The folders (store-relative) that `agent` sees; every live folder without one."""
-    from memcli.store.store import is_valid_scope_id
-
-    live = [f.rel for f in store.memory_folders()]
-    if agent is None:
-        return live
-    if not is_valid_scope_id(agent):
-        raise MemcliError(f"bad agent id {agent!r} (letters, digits, '.', '_', '-')")
-    wanted = [f"agent/{agent}", f"team/{store.settings.team_for(agent)}", "global"]
-    return [rel for rel in wanted if rel in live]
+    return place_of(store).view(agent)
 
 
 # ---------------------------------------------------------------- the query
 
 
-@dataclass
 class QueryPlan:
-    terms: dict[tuple[str, str], float]  # (field, term) -> boost
-    versions: list[str]  # version numbers to match in their longer forms
+    """What a query looks for: (field, term) -> boost, and version numbers to match in
+    their longer forms."""
+
+    __slots__ = ("terms", "versions")
+
+    def __init__(self, terms: dict[tuple[str, str], float], versions: list[str]) -> None:
+        self.terms = terms
+        self.versions = versions
 
     def __bool__(self) -> bool:
         return bool(self.terms or self.versions)
@@ -140,9 +153,11 @@ def _tantivy_query(tv: Any, schema: Any, plan: QueryPlan, rels: list[str]) -> An
 def recall(store: Any, query: str, agent: str | None = None, limit: int = 5,
            problems: list[Any] | None = None) -> list[Result]:
     """The `limit` memories of the agent's view that best match `query`, best first.
-    Raises EmptyQueryError for a query with nothing to search for."""
+    `store` is a Store or a Place. Raises EmptyQueryError for a query with nothing to
+    search for."""
     if limit < 1:
         raise MemcliError("--limit must be 1 or more")
+    place = place_of(store)
     found: list[Any] = problems if problems is not None else []
     words, code = rindex.analyzers()
     plan = plan_query(query, words, code)
@@ -150,23 +165,26 @@ def recall(store: Any, query: str, agent: str | None = None, limit: int = 5,
         raise EmptyQueryError(f"nothing to search for in {query.strip()[:80]!r}: the query is empty or "
                               "only common words; say what the memory is about (e.g. `memcli recall "
                               "'deploy to staging'`)")
-    rels = view(store, agent)
+    rels = place.view(agent)
     if not rels:
         return []
+    root = Path(place.root)
     for attempt in range(2):
-        _gen, idx = rindex.ready(store, rels, found if attempt == 0 else [])
-        results, moved = _search(store, idx, plan, rels, limit)
+        noted = found if attempt == 0 else []
+        opened = rindex.open_current(root, rels, noted)
+        _gen, idx = opened if opened is not None else rindex.ready(place.store(), rels, noted)
+        results, moved = _search(root, idx, plan, rels, limit)
         if not moved or attempt == 1:
             return results
         # a file changed in place without moving its folder's mtime: list those folders again
-        with rindex.writing(store.root) as locked:
-            gen = rindex.current(store.root)
+        with rindex.writing(root) as locked:
+            gen = rindex.current(root)
             if locked and gen is not None:
-                rindex.sync(store, gen, sorted(moved), [], force=True)
+                rindex.sync(place.store(), gen, sorted(moved), [], force=True)
     return []
 
 
-def _search(store: Any, idx: Any, plan: QueryPlan, rels: list[str],
+def _search(root: Path, idx: Any, plan: QueryPlan, rels: list[str],
             limit: int) -> tuple[list[Result], set[str]]:
     tv = rindex._tantivy()
     searcher = idx.searcher()
@@ -178,12 +196,12 @@ def _search(store: Any, idx: Any, plan: QueryPlan, rels: list[str],
         doc = searcher.doc(address)
         key = doc.get_first("key")
         try:
-            meta = orjson.loads(doc.get_first("meta"))
+            meta = json.loads(doc.get_first("meta"))
         except (TypeError, ValueError):
             continue
         rel_folder = key.rsplit("/", 1)[0]
         try:
-            st = os.lstat(store.root / key)
+            st = os.lstat(os.path.join(root, key))
         except OSError:
             moved.add(rel_folder)
             continue
@@ -193,18 +211,9 @@ def _search(store: Any, idx: Any, plan: QueryPlan, rels: list[str],
             continue
         seen.add(meta["id"])
         scope, _, scope_id = rel_folder.partition("/")
-        results.append(Result(meta["id"], float(score), scope, scope_id or "global", str(meta.get("type")),
-                              str(meta.get("subtype") or ""), str(meta.get("summary") or ""), key,
-                              str(meta.get("priority") or "normal"), str(meta.get("recency") or "")))
-    results.sort(key=_rank)
+        results.append(Result(meta["id"], rank.combine(float(score)), scope, scope_id or "global",
+                              str(meta.get("type")), str(meta.get("subtype") or ""),
+                              str(meta.get("summary") or ""), key, str(meta.get("priority") or "normal"),
+                              str(meta.get("recency") or "")))
+    results.sort(key=lambda r: rank.recall_key(r.score, r.priority, r.recency, r.id))
     return results[:limit], moved
-
-
-def _rank(result: Result) -> tuple[float, int, float]:
-    # Scores equal to the sixth decimal are a tie: priority first, then the most recent
-    # (a memory with no readable time comes last).
-    from memcli.store.model import ts_or_none
-
-    moment = ts_or_none(result.recency)
-    return (-round(result.score, 6), PRIORITY_RANK.get(result.priority, 2),
-            -moment.timestamp() if moment is not None else float("inf"))

@@ -33,16 +33,20 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import re
 from pathlib import Path
-from typing import Any
 
-import orjson
-
+from memcli.recall.rank import epoch
 from memcli.store import fsops
-from memcli.store.model import Memory, format_ts, is_valid_id, sha256, ts_or_none
+
+TYPE_CHECKING = False  # recording a use is on every hook's path: no typing, orjson or model
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+    from memcli.store.model import Memory
 
 PENDING = "uses.jsonl"
 FOLDING = "uses-folding.jsonl"
@@ -54,13 +58,48 @@ MAX_SESSION = 200
 LOCK_WAIT_S = 5.0  # the uses lock is held for an append or a rename: microseconds
 
 
-@dataclass
+# memcli.store.model.ID_RE (a test keeps them equal): ids in the uses file are checked
+# before they name anything.
+_ID_RE = re.compile(r"^mem_[0-9A-Za-z_-]{1,64}$")
+
+
+def is_valid_id(value: Any) -> bool:
+    return isinstance(value, str) and bool(_ID_RE.match(value))
+
+
+def now() -> dt.datetime:
+    """`memcli.store.model.now` without importing the model (and yaml) when the clock is real."""
+    if os.environ.get("MEMCLI_NOW"):
+        from memcli.store.model import now as fixed
+
+        return fixed()
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+
+
+def format_ts(moment: dt.datetime) -> str:
+    """`memcli.store.model.format_ts`: `YYYY-MM-DDTHH:MM:SSZ` in UTC."""
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 class Pending:
     """Pending uses of one memory: how many, and the latest."""
 
-    count: int = 0
-    last: str | None = None
-    sessions: list[str] = field(default_factory=list)
+    __slots__ = ("count", "last", "sessions")
+
+    def __init__(self, count: int = 0, last: str | None = None, sessions: list[str] | None = None) -> None:
+        self.count = count
+        self.last = last
+        self.sessions: list[str] = sessions if sessions is not None else []
 
     def add(self, at: str, session: str | None) -> None:
         self.count += 1
@@ -71,7 +110,7 @@ class Pending:
 
 
 def _later(a: str, b: str) -> bool:
-    ta, tb = ts_or_none(a), ts_or_none(b)
+    ta, tb = epoch(a), epoch(b)
     return ta is not None and (tb is None or ta > tb)
 
 
@@ -88,18 +127,50 @@ def clean_session(session: object) -> str | None:
 
 @contextlib.contextmanager
 def _uses_lock(ops: Path) -> Iterator[None]:
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(ops / LOCK), timeout=LOCK_WAIT_S)
+    """`ops/.uses.lock`, an flock as filelock takes it on POSIX (filelock itself costs a
+    hook 40 ms of imports), held for an append or a rename. Never in the way of a use: when
+    it cannot be had in LOCK_WAIT_S (never seen), the use is recorded all the same."""
     try:
-        lock.acquire()
-    except Timeout:  # never seen: the lock is held for microseconds. Do not lose the use.
+        import fcntl
+    except ImportError:  # not POSIX: filelock's own lock
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(ops / LOCK), timeout=LOCK_WAIT_S)
+        try:
+            lock.acquire()
+        except Timeout:
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
+        return
+    import time
+
+    try:
+        fd = os.open(ops / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError:
         yield
         return
+    held = False
     try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while not held:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.001)
+            except OSError:
+                break
         yield
     finally:
-        lock.release()
+        if held:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def record(root: Path, ids: list[str], session: str | None, moment: dt.datetime) -> list[str]:
@@ -113,7 +184,7 @@ def record(root: Path, ids: list[str], session: str | None, moment: dt.datetime)
     if not wanted:
         return []
     stamp = format_ts(moment)
-    body = b"".join(orjson.dumps({"id": i, "at": stamp, "session": session}) + b"\n" for i in wanted)
+    body = b"".join(_dumps({"id": i, "at": stamp, "session": session}) + b"\n" for i in wanted)
     ops = root / "ops"
     if not ops.is_dir():
         fsops.mkdir(ops)
@@ -155,8 +226,8 @@ def _lines(path: Path, tail: int = 0) -> list[dict[str, Any]]:
         if not chunk.strip():
             continue
         try:
-            line = orjson.loads(chunk)
-        except orjson.JSONDecodeError:
+            line = json.loads(chunk)
+        except (ValueError, RecursionError):
             continue
         if isinstance(line, dict) and (is_valid_id(line.get("id")) or "uses_of" in line):
             out.append(line)
@@ -174,7 +245,7 @@ def pending(root: Path) -> dict[str, Pending]:
         line for line in _lines(root / "ops" / FOLDING) if str(line.get("id")) not in done[FOLD_JOURNAL]]
     for line in lines + _lines(root / "ops" / PENDING):
         at = line.get("at")
-        if isinstance(at, str) and ts_or_none(at) is not None:
+        if isinstance(at, str) and epoch(at) is not None:
             out.setdefault(str(line["id"]), Pending()).add(at, clean_session(line.get("session")))
     return out
 
@@ -252,7 +323,7 @@ def fold(store: Any) -> list[str]:
     lines = _lines(ops / FOLDING)
     if lines:
         entries = _plan(store, lines)
-        fsops.write_new(ops / FOLD_JOURNAL, orjson.dumps({"files": entries}))
+        fsops.write_new(ops / FOLD_JOURNAL, _dumps({"files": entries}))
         _finish(store, entries)
     fsops.unlink(ops / FOLDING)
     if (ops / FOLD_JOURNAL).exists():
@@ -265,7 +336,7 @@ def _plan(store: Any, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_id: dict[str, Pending] = {}
     for line in lines:
         at = line.get("at")
-        if isinstance(at, str) and ts_or_none(at) is not None:
+        if isinstance(at, str) and epoch(at) is not None:
             by_id.setdefault(str(line["id"]), Pending()).add(at, clean_session(line.get("session")))
     by_target: dict[str, tuple[Memory, Pending, list[str]]] = {}
     orphans: list[dict[str, Any]] = []
@@ -290,7 +361,7 @@ def _plan(store: Any, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
         raw = encode(data, mem.fmt)
         entries.append({"path": rel, "id": mem.id, "uses_of": sources, "n": total.count, "last": total.last,
-                        "sessions": total.sessions, "before": mem.content_hash, "after": sha256(raw),
+                        "sessions": total.sessions, "before": mem.content_hash, "after": _sha256(raw),
                         "data": raw.decode()})
     return entries + orphans
 
@@ -338,7 +409,7 @@ def _finish(store: Any, entries: list[dict[str, Any]]) -> None:
         if now_hash == entry["before"]:
             fsops.write_replace(path, entry["data"].encode())
         elif now_hash != entry["after"]:  # a hand edit under our feet: the uses stay pending
-            repend += [orjson.dumps({"id": i, "at": entry["last"], "session": None}) + b"\n"
+            repend += [_dumps({"id": i, "at": entry["last"], "session": None}) + b"\n"
                        for i in entry["uses_of"]]
             continue
         written.append(entry)
@@ -348,7 +419,7 @@ def _finish(store: Any, entries: list[dict[str, Any]]) -> None:
         with contextlib.suppress(FileExistsError):
             fsops.write_new(log, b"")
     stamp = _stamp()
-    fsops.append(log, b"".join(orjson.dumps({"at": stamp, **{k: v for k, v in e.items() if k != "data"}})
+    fsops.append(log, b"".join(_dumps({"at": stamp, **{k: v for k, v in e.items() if k != "data"}})
                                + b"\n" for e in written))
     if repend:
         with _uses_lock(root / "ops"):
@@ -380,7 +451,7 @@ def _roll_forward(store: Any) -> list[str]:
 
 def _read_journal(root: Path) -> dict[str, Any] | None:
     try:
-        data = orjson.loads((root / "ops" / FOLD_JOURNAL).read_bytes())
+        data = json.loads((root / "ops" / FOLD_JOURNAL).read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
@@ -411,7 +482,7 @@ def _hash_of(path: Path) -> str | None:
     if path.is_symlink():
         return "symlink"
     try:
-        return sha256(path.read_bytes())
+        return _sha256(path.read_bytes())
     except (FileNotFoundError, NotADirectoryError):
         return None
 

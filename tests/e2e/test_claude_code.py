@@ -9,8 +9,9 @@ and npm is there. Only without npm (or with MEMCLI_E2E_CLAUDE naming a program t
 there) is it skipped, with a warning.
 
 The SessionStart briefing and the MCP `recall` tool come with the recall work (issue 12):
-their checks run as soon as `memcli hook session-start` / `memcli mcp` exist, and are
-skipped (saying why) until then.
+the briefing reaches the first request of a store's first session (no search index yet), and
+the MCP tools are listed in the first request (Claude Code lists a server's tools only when it
+answered within about 1.5 s; `memcli mcp` answers discovery before its SDK has loaded).
 """
 
 from __future__ import annotations
@@ -224,7 +225,9 @@ def test_status_from_a_subfolder_of_a_project_store(session: Session, tmp_path: 
 def test_session_start_briefing_reaches_the_request(session: Session, store: Path, project: Path) -> None:
     if not has_command("hook", "session-start"):
         pytest.skip("`memcli hook session-start` does not exist yet (issue 12, recall): check pending")
-    add(store, summary=BRIEFING_TEXT, type="procedural", subtype="deployment", priority="critical")
+    # global/: in the view of the session's agent (`claude`, SPEC 11); no search index yet
+    add(store, summary=BRIEFING_TEXT, type="procedural", subtype="deployment", priority="critical",
+        scope="global", scope_id="global")
     memcli("--store", str(store), "install", "claude", "--project", str(project))
     session.run(project, "hello")
     first = session.api.loop_requests()[0]

@@ -148,3 +148,33 @@ def test_over_budget_prints_nothing(store: Path, monkeypatch) -> None:
     got = context.run_hook("UserPromptSubmit", str(store), io.StringIO(prompt_json(store, "staging")), None, out,
                            start=started)
     assert got is None and out.getvalue() == "" and time.monotonic() - started < 0.6
+
+
+def test_first_session_gets_its_briefing_without_a_search_index(store: Path) -> None:
+    """No search index yet: the briefing comes from the folders' `_index.json` entries (and
+    files dropped in by hand), pending uses counted; the index is then built in the background."""
+    import shutil
+
+    from memcli.recall import uses
+    from memcli.store import memories
+
+    configure(store, 'agent = "coder"\n')
+    critical = add(store, summary="Never push to main directly", priority="critical", access_count=0)
+    used = add(store, summary="Run tests with make test-fast", access_count=2)
+    other = add(store, summary="The old CI was Travis", access_count=3)
+    memories.reindex(Store(store))
+    shutil.rmtree(store / ".cache", ignore_errors=True)
+    hand = add(store, summary="Hand-dropped note: the VPN needs 2FA", access_count=1)  # no entry yet
+    add(store, summary="Other agent's note", scope_id="writer", access_count=50)
+    uses.record(store, [used["id"]] * 1, "earlier-session", uses.now())
+    uses.record(store, [used["id"]], "another-session", uses.now())  # 2 + 2 pending > 3
+    assert rindex.current(store) is None
+    proc = hook(store, "session-start", start_json(store))
+    text = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert text.index(critical["id"]) < text.index(used["id"]) < text.index(other["id"]) < text.index(hand["id"])
+    assert "Other agent" not in text
+    assert log_lines(store)[-1]["memory_ids"] == [critical["id"], used["id"], other["id"], hand["id"]]
+    deadline = time.monotonic() + 30
+    while rindex.current(store) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert rindex.current(store) is not None  # built for the prompts that follow

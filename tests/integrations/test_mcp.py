@@ -107,3 +107,117 @@ def test_no_store_fails_before_serving(tmp_path: Path, fmt: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "memcli", "--store", str(tmp_path), "mcp"],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 1 and "no memory store" in proc.stderr
+
+
+def test_recall_without_agent_searches_every_folder(store: Path) -> None:
+    """SPEC 10: `recall(query, agent?)` gives results "as above": without an agent, every
+    live folder (as `memcli recall` without --agent); with one, that agent's view."""
+    coder = add(store, summary="Deploy to staging with make ship-staging", scope_id="coder")
+    writer = add(store, summary="Staging deploys wait for the editor's sign-off", scope_id="writer")
+    _names, everyone, own = run(store, [("recall", {"query": "staging deploy"}),
+                                        ("recall", {"query": "staging deploy", "agent": "writer"})])
+    assert {r["id"] for r in _payload(everyone)["results"]} == {coder["id"], writer["id"]}
+    assert [r["id"] for r in _payload(own)["results"]] == [writer["id"]]
+
+
+# ---------------------------------------------------------------- answering discovery early
+
+# What Claude Code 2.1.330 sends a stdio server first (recorded, client details shortened).
+_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+         "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.330"},
+         "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": True}}}
+CLAUDE_CODE = [
+    {"jsonrpc": "2.0", "id": "server-discover-probe-1", "method": "server/discover", "params": {"_meta": _META}},
+    {"jsonrpc": "2.0", "id": "listen:0", "method": "subscriptions/listen",
+     "params": {"_meta": _META, "notifications": {"toolsListChanged": True, "promptsListChanged": True,
+                                                  "resourcesListChanged": True}}},
+    {"method": "server/discover", "jsonrpc": "2.0", "id": 0, "params": {"_meta": _META}},
+    {"method": "prompts/list", "jsonrpc": "2.0", "id": 1, "params": {"_meta": _META}},
+    {"method": "resources/list", "jsonrpc": "2.0", "id": 2, "params": {"_meta": _META}},
+    {"method": "tools/list", "jsonrpc": "2.0", "id": 3, "params": {"_meta": _META}},
+]
+OLDER_CLIENT = [
+    {"jsonrpc": "2.0", "id": 7, "method": "initialize",
+     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 8, "method": "tools/list"},
+]
+UNKNOWN_VERSION = [
+    {"jsonrpc": "2.0", "id": "a", "method": "initialize",
+     "params": {"protocolVersion": "1999-01-01", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": "b", "method": "tools/list"},
+]
+
+
+def test_captured_replies_are_this_sdks(store: Path) -> None:
+    """mcp_replies.py is what the installed SDK answers, tools and instructions included;
+    when this fails, run `python -m memcli.integrations.mcp_server --write-replies`."""
+    from importlib import metadata
+
+    from memcli.integrations import mcp_replies, mcp_server
+
+    data = mcp_server.capture(store)
+    assert metadata.version("mcp") == mcp_replies.SDK_VERSION == data["sdk_version"]
+    assert {**data["replies"], "latest_handshake": data["latest_handshake"],
+            "listen_versions": data["listen_versions"]} == mcp_replies.REPLIES
+
+
+def _early(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the front sends before the SDK is there, for these client messages."""
+    from memcli.integrations import mcp_server
+
+    sent: list[bytes] = []
+    wire = mcp_server._Wire(-1)
+    wire.send = sent.append  # type: ignore[method-assign]
+    front = mcp_server._Front(-1, wire, mcp_server._Inbox(), mcp_server._replies())
+    for message in messages:
+        front._maybe_answer(json.dumps(message).encode())
+    return [json.loads(line) for line in sent]
+
+
+@pytest.mark.parametrize("messages", [CLAUDE_CODE, OLDER_CLIENT, UNKNOWN_VERSION])
+def test_early_answers_are_what_the_sdk_answers(store: Path, messages: list[dict[str, Any]]) -> None:
+    from memcli.integrations import mcp_server
+
+    early = _early(messages)
+    listens = {m["id"] for m in messages if m.get("method") == "subscriptions/listen"}
+    # (the SDK ends a listen stream with an error when the input closes: not discovery)
+    sdk = [m for m in mcp_server.ask_sdk(store, messages) if "method" in m or m.get("id") not in listens]
+    key = lambda m: json.dumps(m, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, early)) == sorted(map(key, sdk))
+    assert len(early) == len([m for m in messages if "id" in m])  # every request answered early
+
+
+def test_a_listen_the_front_cannot_match_waits_for_the_sdk() -> None:
+    odd = {"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen",
+           "params": {"_meta": _META, "notifications": {"resourceSubscriptions": ["file:///x"]}}}
+    other = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "recall"}}
+    assert _early([odd, other]) == []
+
+
+def test_the_process_answers_each_request_once(store: Path) -> None:
+    """Through `memcli mcp` itself: the early replies, then the SDK's, never both."""
+    import subprocess
+
+    add(store, summary="Deploy to staging with make ship-staging", scope_id="coder")
+    call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"_meta": _META, "name": "recall", "arguments": {"query": "staging"}}}
+    proc = subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(store), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "MEMCLI_NOW": NOW})
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in [*CLAUDE_CODE, call]))
+    proc.stdin.flush()
+    got: list[dict[str, Any]] = []
+    while not any(m.get("id") == 9 for m in got):
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else ""
+        got.append(json.loads(line))
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    ids = [m["id"] for m in got if "id" in m]
+    assert sorted(map(str, ids)) == sorted(map(str, ["server-discover-probe-1", 0, 1, 2, 3, 9]))
+    acks = [m for m in got if m.get("method") == "notifications/subscriptions/acknowledged"]
+    assert len(acks) == 1 and acks[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen:0"
+    result = next(m for m in got if m.get("id") == 9)["result"]
+    assert "ship-staging" in json.dumps(result)

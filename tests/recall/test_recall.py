@@ -129,6 +129,24 @@ def test_broken_file_named_and_skipped(store: Path) -> None:
         assert "agent/coder/mem_broken.json" in proc.stderr
 
 
+def test_build_trusts_only_entries_that_still_match(store: Path) -> None:
+    """A file its `_index.json` entry vouches for (same size and mtime) is only parsed when
+    the index is built; a file changed since its entry is read with every check again."""
+    good = add(store, summary="Redis eviction is allkeys-lru")
+    changed = add(store, summary="Redis maxmemory is four gigabytes")
+    memories.reindex(Store(store))  # entries for both
+    path = store / "agent" / "coder" / f"{changed['id']}.json"
+    bad = json.loads(path.read_text())
+    bad["created_at"] = "not a time"  # bad input the store's checks refuse
+    path.write_text(json.dumps(bad))
+    st = Store(store)
+    problems: list = []
+    with rindex.writing(store):
+        rindex.rebuild(st, problems)
+    assert [p.path for p in problems] == [f"agent/coder/{changed['id']}.json"]
+    assert ids(search.recall(st, "redis eviction maxmemory", limit=5)) == [good["id"]]
+
+
 def test_archived_never_recalled_and_forget_restore(store: Path) -> None:
     mem = add(store, summary="The staging database is pg-stage-2")
     st = Store(store)
@@ -225,14 +243,34 @@ def test_recall_takes_no_store_lock(store: Path) -> None:
 
 
 def test_lean_start_up(store: Path) -> None:
+    """Once the search index and the settings cache stand for the files, `recall` and the
+    hooks import neither the CLI's libraries nor the store's machinery."""
     add(store, summary="Lean imports matter for hooks")
+    past = os.stat(store / "memcli.toml").st_mtime - 10  # as if written a while ago: trusted
+    for path in (store / "memcli.toml", store / "agent" / "coder", store / "global"):
+        os.utime(path, (past, past))
     code = (f"import sys, runpy\nsys.argv = ['memcli', '--store', {str(store)!r}] + sys.argv[1:]\n"
             "from memcli.cli.fast import dispatch\nimport io, contextlib\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    dispatch(sys.argv[1:])\n"
-            "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz') if m in sys.modules]\n"
+            "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz', 'yaml', 'orjson', 'filelock',\n"
+            "                     'dataclasses', 'memcli.config', 'memcli.store.store', 'memcli.store.model')\n"
+            "         if m in sys.modules]\n"
             "print(','.join(heavy) or 'none')\n")
-    for argv, stdin in ((["recall", "lean imports"], ""), (["hook", "session-start"], '{"session_id": "a"}'),
-                        (["hook", "prompt"], '{"session_id": "a", "prompt": "lean imports for hooks"}')):
+    runs = ((["recall", "lean imports"], ""), (["hook", "session-start"], '{"session_id": "a"}'),
+            (["hook", "prompt"], '{"session_id": "b", "prompt": "lean imports for hooks"}'))
+    for n, (argv, stdin) in enumerate([runs[0], *runs]):  # the first builds the index and the cache
         proc = subprocess.run([sys.executable, "-c", code, *argv], input=stdin, capture_output=True, text=True,
-                              timeout=60, env={**os.environ, "MEMCLI_NOW": NOW})
-        assert proc.stdout.strip().splitlines()[-1] == "none", (argv, proc.stdout, proc.stderr)
+                              timeout=60, env={**os.environ, "MEMCLI_NOW": ""})
+        if n:
+            assert proc.stdout.strip().splitlines()[-1] == "none", (argv, proc.stdout, proc.stderr)
+
+
+def test_scope_id_and_id_rules_match_the_store() -> None:
+    """The lean read path keeps its own copies of two rules of the store: they agree."""
+    from memcli.recall import place, uses
+    from memcli.store import model
+    from memcli.store import store as store_mod
+
+    for name in ("coder", "a.b-c_1", "", ".", "..", ".hidden", "x" * 100, "x" * 101, "a/b", "é", "a b"):
+        assert place.is_valid_scope_id(name) == store_mod.is_valid_scope_id(name), name
+    assert uses._ID_RE.pattern == model.ID_RE.pattern
