@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout that is not ins
 
 from memcli.consolidate import rules  # noqa: E402
 from memcli.consolidate.guards import guard_rejects  # noqa: E402
-from memcli.consolidate.textfeatures import TextFeatures  # noqa: E402
+from memcli.consolidate.textfeatures import TextFeatures, features  # noqa: E402
 
 DEFAULT_PAIRS = ROOT / "bench" / "pairs.jsonl"
 THRESHOLD = 0.80
@@ -67,8 +67,14 @@ def load_pairs(path: Path = DEFAULT_PAIRS) -> list[Pair]:
 
 
 def similarity(a: str, b: str) -> float:
-    """The rule's content similarity of two raw texts."""
-    return rules.similarity(rules.content_text({"summary": a}), rules.content_text({"summary": b}))
+    """The rule's content similarity of two raw texts, as the engine finds it: the scorer on
+    the normalised texts and, for a pair within the second-look band below the threshold, the
+    second look (articles aside, plain forms)."""
+    left, right = rules.content_text({"summary": a}), rules.content_text({"summary": b})
+    score = rules.similarity(left, right)
+    if THRESHOLD - rules.SECOND_LOOK_BAND <= score <= THRESHOLD:
+        score = rules.similarity(left, right, plain=(features(a).plain, features(b).plain))
+    return score
 
 
 def cosines(pairs: Sequence[Pair]) -> list[float]:

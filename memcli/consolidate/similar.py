@@ -7,7 +7,7 @@ those, so a 100,000-memory store is not compared quadratically.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from rapidfuzz import process
@@ -121,15 +121,19 @@ def _likely(pairs: npt.NDArray[np.int64], sigs: list[bytes],
 
 
 def second_look(texts: Sequence[str], pairs: dict[tuple[int, int], float], scorer: str,
-                threshold: float, floor: float | None) -> None:
+                threshold: float, floor: float | None,
+                plain: Callable[[int], str] | None = None) -> None:
     """Pairs found just below the threshold (``similar_pairs(..., near=...)``) are scored again
-    as the rule defines similarity, articles aside (:func:`rules.similarity`); those that now
-    pass take that score, the rest leave ``pairs`` unless the LLM's discovery band (``floor``)
-    wants them."""
+    as the rule defines similarity: articles aside (:func:`rules.similarity`) and, with
+    ``plain`` (the plain form of text ``n``, :func:`memcli.consolidate.restate.plain_form`),
+    on the two plain forms too: what carries no meaning (an attribution, spelling, number
+    formats) set aside. Those that now pass take the higher score; the rest leave ``pairs``
+    unless the LLM's discovery band (``floor``) wants them."""
     for (i, j), score in list(pairs.items()):
         if score > threshold:
             continue
-        better = similarity(texts[i], texts[j], scorer)
+        better = similarity(texts[i], texts[j], scorer,
+                            plain=None if plain is None else (plain(i), plain(j)))
         if better > threshold:
             pairs[(i, j)] = better
         elif floor is None or score < floor:

@@ -187,8 +187,12 @@ DISAGREEMENTS = [
     (
         "extra_detail",
         "Restart the worker after a deploy.",
-        "Restart the worker after a deploy unless the queue still holds pending jobs.",
+        "Restart the worker after a deploy when the billing queue still holds pending jobs.",
     ),
+    ("clause", "Police said her two small children were alone in the apartment for up to two days.",
+     "Police said her two small children were alone in the apartment for up to two days as she lay dead."),
+    ("clause", "The export job writes the ledger snapshot to the reports bucket.",
+     "The export job writes the ledger snapshot to the reports bucket, which was deleted."),
     ("roles", "billing-worker calls ledger-api to post entries.", "ledger-api calls billing-worker to post entries."),
     ("roles", "The woman is picking up the kangaroo.", "The kangaroo is picking up the woman."),
     ("roles", "The Sava is a tributary of the Drava.", "The Drava is a tributary of the Sava."),
@@ -236,7 +240,7 @@ def test_order_swaps_fool_the_default_scorer() -> None:
 def test_guard_names_and_lookup() -> None:
     assert set(DESCRIPTIONS) == set(GUARDS) and all(DESCRIPTIONS.values())
     assert GUARDS == ("numbers", "negation", "polarity", "order", "entities", "identifiers", "roles", "substitution",
-                      "extra_detail", "qualifier")
+                      "extra_detail", "clause", "qualifier")
     assert len(set(GUARDS)) == len(GUARDS)
     with pytest.raises(KeyError):
         guard_function("nope")

@@ -29,7 +29,7 @@ SUMMARY = ("## What happened\nThe deploy failed, then worked.\n\n## Who was invo
            "alice.\n\n## Outcome\nDeployed at 03:10.\n\n## Key learnings\nAdd the index first.")
 SECRET = "sk-ant-api03-" + "A1b2C3d4" * 6
 OLD = "Deploy the billing worker to staging before production and check the queue depth"
-NEW = "Deploy billing worker on staging prior to prod, then check queue depth graphs"  # 0.76
+NEW = "Deploy billing worker on staging prior to prod, then watch queue depth"  # 0.72 (0.79 on a second look)
 
 
 @pytest.fixture(autouse=True)
@@ -144,7 +144,8 @@ def test_the_program_judges_grey_pairs(store: Path, tmp_path: Path) -> None:
     new = add(store, summary=NEW, created_at=days_ago(20), tags=["deploy"])
     out = run(store)
     assert [a["decision"] for a in out.actions if a["type"] == "judge"] == ["MERGE"]
-    assert {"type": "merge", "source_ids": [old["id"], new["id"]], "result_id": new["id"]} in out.actions
+    merges = [{k: a[k] for k in ("type", "source_ids", "result_id")} for a in out.actions if a["type"] == "merge"]
+    assert merges == [{"type": "merge", "source_ids": [old["id"], new["id"]], "result_id": new["id"]}]
     assert '"pair_id"' in calls(tmp_path)[0]["prompt"]
 
 
