@@ -311,14 +311,21 @@ def id_paths(store: Path) -> dict[str, Path]:
 
 
 def pair_score(a: JsonDict, b: JsonDict) -> float:
-    """The rule's content similarity of two records (token_sort_ratio on content_text)."""
+    """The rule's content similarity of two records: token_sort_ratio on content_text and, for
+    a pair within the second-look band below the threshold, the second look (articles aside,
+    plain forms), as the engine finds it."""
     from rapidfuzz import fuzz
     from rapidfuzz.utils import default_process
 
-    from memcli.consolidate.rules import content_text
+    from memcli.consolidate.rules import SECOND_LOOK_BAND, content_text, raw_text, similarity
+    from memcli.consolidate.textfeatures import features
 
     left, right = default_process(content_text(a["content"])), default_process(content_text(b["content"]))
-    return float(fuzz.token_sort_ratio(left, right, processor=None)) / 100.0
+    score = float(fuzz.token_sort_ratio(left, right, processor=None)) / 100.0
+    if THRESHOLD - SECOND_LOOK_BAND <= score <= THRESHOLD:
+        plain = (features(raw_text(a["content"])).plain, features(raw_text(b["content"])).plain)
+        score = similarity(left, right, plain=plain)
+    return score
 
 
 def pair_figures(store: Path, pairs: Sequence[tuple[str, str]], merges: list[list[str]]) -> JsonDict:

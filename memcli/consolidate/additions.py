@@ -156,9 +156,10 @@ def _reports(words: Sequence[str]) -> bool:
 def _clause(text: TextFeatures, start: int, end: int, other: TextFeatures) -> bool:
     """True when ``text.aligned[start:end]``, which the other text lacks, is a clause."""
     words = text.sequence[start:end]
-    new = [w for w in words if w not in STOPWORDS and not w[0].isdigit()
-           and w not in other.sequence_set and w[:STEM_LETTERS] not in other.stems]
-    if not new or _reports(words):
+    content = [w for w in words if w not in STOPWORDS and not w[0].isdigit()]
+    new = [w for w in content if w not in other.sequence_set and w[:STEM_LETTERS] not in other.stems]
+    # Mostly words the other text has: a passage moved (and reworded), not added.
+    if not new or len(new) * 2 < len(content) or _reports(words):
         return False
     if len(new) >= CLAUSE_NEW_WITHOUT_VERB:
         return True
@@ -176,7 +177,9 @@ def clause_added(text_a: _Text, text_b: _Text) -> bool:
 
     A clause is a phrase the other text lacks with new words and a verb: two new content words
     and a verb, or one with a subordinator or a subject of its own ("where you are measured",
-    "and she accepts that"), or four new content words with or without a recognised verb. A
+    "and she accepts that"), or three new content words with or without a recognised verb;
+    and at least half of its content words are new (else it is a passage moved elsewhere and
+    reworded, which the alignment also shows as a phrase on one side only). A
     bare attribution is set aside first (the texts' :attr:`TextFeatures.statement`), and a
     phrase that only reports ("Rumsfeld said", "I feel that", "as you know") is not a clause.
     Only additions count: where the other text says something else in the same place, the
