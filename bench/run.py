@@ -311,21 +311,11 @@ def id_paths(store: Path) -> dict[str, Path]:
 
 
 def pair_score(a: JsonDict, b: JsonDict) -> float:
-    """The rule's content similarity of two records: token_sort_ratio on content_text and, for
-    a pair within the second-look band below the threshold, the second look (articles aside,
-    plain forms), as the engine finds it."""
-    from rapidfuzz import fuzz
-    from rapidfuzz.utils import default_process
+    """The rule's content similarity of two records, as a run finds it (the scorer on
+    content_text and, within 0.10 below the threshold, the second look)."""
+    from memcli.consolidate.similar import content_similarity
 
-    from memcli.consolidate.rules import SECOND_LOOK_BAND, content_text, raw_text, similarity
-    from memcli.consolidate.textfeatures import features
-
-    left, right = default_process(content_text(a["content"])), default_process(content_text(b["content"]))
-    score = float(fuzz.token_sort_ratio(left, right, processor=None)) / 100.0
-    if THRESHOLD - SECOND_LOOK_BAND <= score <= THRESHOLD:
-        plain = (features(raw_text(a["content"])).plain, features(raw_text(b["content"])).plain)
-        score = similarity(left, right, plain=plain)
-    return score
+    return content_similarity(a["content"], b["content"], "token_sort_ratio", THRESHOLD)
 
 
 def pair_figures(store: Path, pairs: Sequence[tuple[str, str]], merges: list[list[str]]) -> JsonDict:

@@ -8,11 +8,11 @@ those, so a 100,000-memory store is not compared quadratically.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import process
 
-from memcli.consolidate.rules import scorer_fn, similarity
+from memcli.consolidate.rules import SECOND_LOOK_BAND, content_text, raw_text, scorer_fn, similarity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -138,3 +138,19 @@ def second_look(texts: Sequence[str], pairs: dict[tuple[int, int], float], score
             pairs[(i, j)] = better
         elif floor is None or score < floor:
             del pairs[(i, j)]
+
+
+def content_similarity(content_a: dict[str, Any], content_b: dict[str, Any], scorer: str,
+                       threshold: float) -> float:
+    """The content similarity of two memories as a run finds it: the scorer on their normalised
+    texts and, for a pair within :data:`rules.SECOND_LOOK_BAND` below the threshold, the
+    second look (articles aside, plain forms). For figures shown to a person (a merge's log
+    entry, ``review show``)."""
+    left, right = content_text(content_a), content_text(content_b)
+    score = similarity(left, right, scorer)
+    if threshold - SECOND_LOOK_BAND <= score <= threshold:
+        from memcli.consolidate.textfeatures import features
+
+        plain = (features(raw_text(content_a)).plain, features(raw_text(content_b)).plain)
+        score = similarity(left, right, scorer, plain=plain)
+    return score

@@ -185,3 +185,14 @@ def test_second_look_scores_near_pairs_on_their_plain_forms() -> None:
     kept = dict(pairs)  # the LLM's discovery band keeps the pairs that do not pass
     second_look(texts, kept, "token_sort_ratio", 0.80, 0.60, plain=plain.__getitem__)
     assert kept[(0, 2)] == 0.75
+
+
+def test_content_similarity_is_the_rule_as_a_run_finds_it() -> None:
+    from memcli.consolidate.similar import content_similarity
+
+    near = content_similarity({"summary": NEAR_A}, {"summary": NEAR_B}, "token_sort_ratio", 0.80)
+    assert near > 0.80  # the second look
+    # outside the band below the threshold, no second look: the scorer's figure
+    assert content_similarity({"summary": NEAR_A}, {"summary": NEAR_B}, "token_sort_ratio", 0.95) == (
+        rules.similarity(rules.content_text({"summary": NEAR_A}), rules.content_text({"summary": NEAR_B})))
+    assert content_similarity({"summary": "a b"}, {"summary": "a b"}, "token_sort_ratio", 0.80) == 1.0
