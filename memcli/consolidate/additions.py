@@ -98,7 +98,7 @@ def extra_detail(text_a: _Text, text_b: _Text) -> bool:
 CLAUSE_MIN_NEW = 2
 # A one-sided phrase with this many new content words is a statement of its own even when no
 # verb is recognised in it ("despite hefty losses against the euro").
-CLAUSE_NEW_WITHOUT_VERB = 3
+CLAUSE_NEW_WITHOUT_VERB = 4
 # Verbs recognised without a tagger: auxiliaries and copulas, common irregular past forms, and
 # regular past forms ("-ed", bar a few words that only look like one).
 _AUXILIARIES = frozenset(
@@ -177,7 +177,7 @@ def clause_added(text_a: _Text, text_b: _Text) -> bool:
 
     A clause is a phrase the other text lacks with new words and a verb: two new content words
     and a verb, or one with a subordinator or a subject of its own ("where you are measured",
-    "and she accepts that"), or three new content words with or without a recognised verb;
+    "and she accepts that"), or four new content words with or without a recognised verb;
     and at least half of its content words are new (else it is a passage moved elsewhere and
     reworded, which the alignment also shows as a phrase on one side only). A
     bare attribution is set aside first (the texts' :attr:`TextFeatures.statement`), and a

@@ -157,11 +157,10 @@ class TextFeatures:
 
     @cached_property
     def plain(self) -> str:
-        """The content words of the text's plain form (its statement, spelled and written alike:
-        :func:`memcli.consolidate.restate.plain_form`), as the duplicate rule's second look
-        scores it. Function words are left out too: the guards look at those that matter
-        ("not", "before", "in" / "out", "all" / "some")."""
-        return " ".join(w for w in plain_form(self.text).split() if w not in STOPWORDS)
+        """The text's plain form: its statement, spelled and written alike, articles aside
+        (:func:`memcli.consolidate.restate.plain_form`), as the duplicate rule's second look
+        scores it."""
+        return plain_form(self.text)
 
     @cached_property
     def statement(self) -> TextFeatures:

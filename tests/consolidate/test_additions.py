@@ -47,12 +47,15 @@ def test_an_added_clause_is_caught(added: str) -> None:
     assert guard_rejects(BASE + ".", BASE + added + ".") == "clause"
 
 
-def test_new_words_without_a_verb_from_three_on() -> None:
-    assert CLAUSE_MIN_NEW == 2 and CLAUSE_NEW_WITHOUT_VERB == 3
-    two = "Several states and two cities passed similar bans."
+def test_new_words_without_a_verb_from_four_on() -> None:
+    assert CLAUSE_MIN_NEW == 2 and CLAUSE_NEW_WITHOUT_VERB == 4
     three = "Following California's lead, several states passed similar bans."
-    assert not both(clause_added, "Several states passed similar bans.", two)
-    assert both(clause_added, "Several states passed similar bans.", three)
+    four = "Following California's lead on cars, several states passed similar bans."
+    assert not both(clause_added, "Several states passed similar bans.", three)
+    assert both(clause_added, "Several states passed similar bans.", four)
+    # with a verb, two new words are enough
+    assert both(clause_added, "Several states passed similar bans.",
+                "As California had voted, several states passed similar bans.")
 
 
 @pytest.mark.parametrize(

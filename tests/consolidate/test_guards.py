@@ -434,12 +434,13 @@ def test_bench_main_on_a_data_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
     not (bench.DEFAULT_DATA / "msr_paraphrase_test.txt").exists(), reason="MRPC data not present"
 )
 def test_mrpc_figures_on_the_test_split() -> None:
-    # Held where bench/RESULTS.md reports them (2.6% / 31.9%): a change to a guard that costs
-    # either figure shows here. (The 2.0% / 33% are not both met; RESULTS.md says why.)
+    # Held where bench/RESULTS.md reports them (2.8% / 33.2%): a change that costs either
+    # figure shows here. (The 2.0% is not met; RESULTS.md says why.) Train is where
+    # the guards were tuned: 1.6% / 33.7%.
     pairs = bench.load_split(bench.DEFAULT_DATA, "test")
     figures = bench.measure(pairs, scorers=("token_sort_ratio",))["scorers"]["token_sort_ratio"]
-    assert figures["false_merge_rate_guarded"] <= 0.027
-    assert figures["recall_guarded"] >= 0.315
+    assert figures["false_merge_rate_guarded"] <= 0.028
+    assert figures["recall_guarded"] >= 0.33
 
 
 # --------------------------------------------------------------------------------------------
