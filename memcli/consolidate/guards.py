@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from decimal import Decimal, localcontext
 from typing import NamedTuple
 
 from rapidfuzz import fuzz, process
@@ -74,6 +73,7 @@ from memcli.consolidate.additions import (
     qualifier_added,
 )
 from memcli.consolidate.lexicon import contrast, senses
+from memcli.consolidate.restate import NUMBER_RE, SCALES, canonical_number
 from memcli.consolidate.textfeatures import (
     STOPWORDS,
     TextFeatures,
@@ -117,16 +117,6 @@ def _f(value: _Text) -> TextFeatures:
 # --------------------------------------------------------------------------------------------
 # numbers
 
-# Digits with optional thousands separators and dotted parts ("1,000", "3.14", "1.2.3"),
-# optionally followed by a scale word ("1.5 million", "38-million") or suffix ("$1.4bn", "10k").
-_NUMBER_RE = re.compile(
-    r"(?<![0-9.,])([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)((?:\.[0-9]+)*)"
-    r"(?:[\s-]*(thousand|million|billion|trillion)\b|(bn|k)\b)?",
-    re.IGNORECASE,
-)
-_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
-_SCALE_SUFFIXES = {"bn": "billion", "k": "thousand"}
-
 # Number words only *match* a number on the other side ("five" = "5"). On their own they do
 # not count: "one of them" or "the two men" are rarely quantities that matter.
 _UNITS = """zero one two three four five six seven eight nine ten eleven twelve thirteen
@@ -137,21 +127,6 @@ _NUMBER_WORDS.update({word: value for value, word in enumerate(_ORDINALS)})
 _TENS = {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _NUMBER_WORDS.update(_TENS)
 _NUMBER_WORDS.update({"twenty": 20, "hundred": 100, "dozen": 12, "once": 1, "twice": 2})
-
-
-def _number_value(integer: str, fraction: str, scale: str | None) -> str:
-    """Canonical text of one number, so that "1,000", "1000" and "1 thousand" are equal."""
-    integer = integer.replace(",", "").lstrip("0") or "0"  # text, not int(): any length
-    if fraction.count(".") > 1:  # a version or an address (1.2.3): compare it verbatim
-        return integer + fraction
-    if not fraction.strip(".0"):  # "5.00" is 5, but "3.10" may be a version: keep it
-        fraction = ""
-    if scale:  # exact decimal arithmetic: "4.35 million" is 4350000, at any size
-        with localcontext() as exact:
-            exact.prec = len(integer) + len(fraction) + 16
-            scaled = Decimal(integer + fraction) * _SCALES[scale.lower()]
-            return f"{scaled.normalize():f}"
-    return integer + fraction
 
 
 def _number_word_values(words: Sequence[str]) -> frozenset[str]:
@@ -168,17 +143,14 @@ def _number_word_values(words: Sequence[str]) -> frozenset[str]:
             value += _NUMBER_WORDS[following]
             values.add(str(value))
             following = words[pos + 2] if pos + 2 < len(words) else ""
-        if following in _SCALES:
-            values.add(str(value * _SCALES[following]))
+        if following in SCALES:
+            values.add(str(value * SCALES[following]))
     return frozenset(values)
 
 
 def _numbers(text: TextFeatures) -> frozenset[str]:
     """The numbers written with digits in a text, canonicalised."""
-    return frozenset(
-        _number_value(m.group(1), m.group(2), m.group(3) or _SCALE_SUFFIXES.get((m.group(4) or "").lower()))
-        for m in _NUMBER_RE.finditer(text.text)
-    )
+    return frozenset(canonical_number(m) for m in NUMBER_RE.finditer(text.text))
 
 
 def _number_words(text: TextFeatures) -> frozenset[str]:

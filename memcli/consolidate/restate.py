@@ -8,8 +8,8 @@ no meaning at all, and the duplicate rule should not count them against the pair
 - **spelling**: contractions ("doesn't" / "does not"), possessives ("Bush's" / "Bush"),
   British and American forms ("colour" / "color", "organise" / "organize", "programme" /
   "program"), dotted acronyms ("U.S." / "US"), honorifics ("Mr. Soros" / "Soros");
-- **number formats**: "1,000" / "1000", "20%" / "20 per cent" / "20 percent", "$5" / "5",
-  "fifty-seven" / "57";
+- **number formats**: "1,000" / "1000", "2.5 million" / "2,500,000", "20%" / "20 per cent" /
+  "20 percent", "$5" / "5", "fifty-seven" / "57", "v2.3" / "version 2.3";
 - **articles** ("the man is playing the drums" / "a man is playing drums").
 
 :func:`plain_form` gives a text without any of these: the duplicate rule's second look
@@ -29,13 +29,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from decimal import Decimal, localcontext
 
 from rapidfuzz.utils import default_process
 
 __all__ = [
     "EDGE_CHARS",
+    "NUMBER_RE",
+    "SCALES",
     "REPORTING_VERBS",
     "SPEECH_VERBS",
+    "canonical_number",
     "plain_form",
     "statement_span",
 ]
@@ -159,6 +163,42 @@ def statement_span(text: str, *, bare: bool = True) -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------------------------
+# numbers
+
+# Digits with optional thousands separators and dotted parts ("1,000", "3.14", "1.2.3"),
+# optionally followed by a scale word ("1.5 million", "38-million") or suffix ("$1.4bn", "10k").
+NUMBER_RE = re.compile(
+    r"(?<![0-9.,])([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)((?:\.[0-9]+)*)"
+    r"(?:[\s-]*(thousand|million|billion|trillion)\b|(bn|k)\b)?",
+    re.IGNORECASE,
+)
+SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_SCALE_SUFFIXES = {"bn": "billion", "k": "thousand"}
+
+
+def _number_value(integer: str, fraction: str, scale: str | None) -> str:
+    """Canonical text of one number, so that "1,000", "1000" and "1 thousand" are equal."""
+    integer = integer.replace(",", "").lstrip("0") or "0"  # text, not int(): any length
+    if fraction.count(".") > 1:  # a version or an address (1.2.3): compare it verbatim
+        return integer + fraction
+    if not fraction.strip(".0"):  # "5.00" is 5, but "3.10" may be a version: keep it
+        fraction = ""
+    if scale:  # exact decimal arithmetic: "4.35 million" is 4350000, at any size
+        with localcontext() as exact:
+            exact.prec = len(integer) + len(fraction) + 16
+            scaled = Decimal(integer + fraction) * SCALES[scale.lower()]
+            return f"{scaled.normalize():f}"
+    return integer + fraction
+
+
+def canonical_number(match: re.Match[str]) -> str:
+    """The canonical text of a :data:`NUMBER_RE` match: "1,000" = "1000" = "1 thousand" =
+    "1k", "2.5 million" = "2500000", "5.00" = "5"; dotted versions as written."""
+    suffix = _SCALE_SUFFIXES.get((match.group(4) or "").lower())
+    return _number_value(match.group(1), match.group(2), match.group(3) or suffix)
+
+
+# --------------------------------------------------------------------------------------------
 # spelling and number formats
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u00b4": "'", "`": "'"})
@@ -174,7 +214,7 @@ _CONTRACTIONS = (
     (re.compile(r"(?<=\w)'s\b", re.IGNORECASE), ""),  # possessive, or "it's": the rest says which
     (re.compile(r"(?<=\ws)'(?=\s|$)", re.IGNORECASE), ""),  # "the workers' union"
 )
-_THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}\b)")
+_VERSION_RE = re.compile(r"\bv(?=\d)", re.IGNORECASE)  # "v2.3" = "version 2.3"
 _PERCENT_RE = re.compile(r"(?<=\d)\s*%|\bper\s*cent\b|\bpct\b", re.IGNORECASE)
 _CURRENCY_RE = re.compile(r"[$\u20ac\u00a3]")
 _DOTTED_ACRONYM_RE = re.compile(r"\b(?:[A-Za-z]\.){2,}")
@@ -267,9 +307,10 @@ def plain_form(text: str) -> str:
     """The text as the duplicate rule's second look compares it: its statement (the whole
     attribution clause set aside, see :func:`statement_span`), normalised like the rule's
     texts (rapidfuzz ``default_process``), with contractions spelled out, possessives, articles
-    and honorifics dropped, American spelling, numbers without thousands separators or
-    currency signs, percentages as "percent", number words as digits, and "U.S." / "United
-    States" as "us".
+    and honorifics dropped, American spelling, numbers in one form (no thousands separators,
+    scale words or currency signs: "2,500,000" = "2.5 million", "$5" = "5"; "v2.3" = "version
+    2.3"), percentages as "percent", number words as digits, and "U.S." / "United States" as
+    "us".
 
     Only differences that carry no meaning are undone: a different word, name or number
     still differs.
@@ -278,7 +319,8 @@ def plain_form(text: str) -> str:
     statement = text[start:end].translate(_APOSTROPHES)
     for pattern, replacement in _CONTRACTIONS:
         statement = pattern.sub(replacement, statement)
-    statement = _THOUSANDS_RE.sub("", statement)
+    statement = _VERSION_RE.sub("version ", statement)
+    statement = NUMBER_RE.sub(lambda m: " " + canonical_number(m) + " ", statement)
     statement = _PERCENT_RE.sub(" percent ", statement)
     statement = _CURRENCY_RE.sub(" ", statement)
     statement = _DOTTED_ACRONYM_RE.sub(lambda m: m.group(0).replace(".", ""), statement)
