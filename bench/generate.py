@@ -2,14 +2,16 @@
 
 Deterministic for a given (n, seed). Memories are spread over agent and team folders and a
 few (type, subtype) blocks of a few thousand each, the shape that makes all-pairs comparison
-quadratic. A share of them are planted near-duplicates: a copy of another memory of the same
-block, reworded (words dropped, swapped, inserted), with the same tags and author.
+quadratic. A share of them are planted near-duplicates: a restatement of another memory of the
+same block (sentences reordered, words replaced, inflected, added or dropped, facts kept; see
+:func:`reword`), with the same tags and author.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -51,21 +53,59 @@ def _text(rng: random.Random) -> str:
     return " ".join(sentences)
 
 
+# Words a restatement adds or drops without changing what is said.
+_FILLERS = ("the", "a", "also", "still", "just")
+# Core words carry what the guards compare (negation, order, roles, the lexicon's contrasts):
+# a restatement keeps them where they are.
+_KEPT = frozenset(_CORE) - set(_FILLERS)
+
+
 def reword(text: str, rng: random.Random) -> str:
-    """A near-duplicate: 2-15% of the words dropped, swapped or inserted, so that planted pairs
-    span the whole range above the merge threshold and some fall below it."""
-    words = text.split()
-    for _ in range(max(1, round(len(words) * rng.uniform(0.02, 0.15)))):
-        op = rng.random()
-        at = rng.randrange(len(words))
-        if op < 0.33 and len(words) > 5:
-            del words[at]
-        elif op < 0.66:
-            words.insert(at, rng.choices(_WORDS, cum_weights=_CUM)[0])
-        else:
-            other = rng.randrange(len(words))
-            words[at], words[other] = words[other], words[at]
+    """A near-duplicate that restates ``text``: now and then its sentences in another order,
+    and 3-35% of its words edited the way a restatement edits them, each edit at least two
+    words from the next: a word replaced by another that no guard knows (as by a synonym), a
+    word inflected, a filler word added or dropped, a word dropped. What the guards compare
+    stays put: no two words trade places (a swapped role), no negation, order word or core
+    term is touched, and no run of new words appears (an added clause). The planted pairs span
+    the range above the merge threshold, and some fall below it."""
+    sentences = [s for s in re.split(r"(?<=\.)\s+", text) if s]
+    if len(sentences) > 1 and rng.random() < 0.3:
+        moved = sentences.pop(rng.randrange(len(sentences)))
+        sentences.insert(rng.randrange(len(sentences) + 1), moved)
+    words = " ".join(sentences).split()
+    wanted = max(1, round(len(words) * rng.uniform(0.03, 0.35)))
+    chosen: list[int] = []
+    for at in sorted(rng.sample(range(len(words)), min(wanted, len(words)))):
+        if not chosen or at - chosen[-1] >= 2:
+            chosen.append(at)
+    for at in reversed(chosen):  # from the end: an insertion does not move the edits still to make
+        words[at:at + 1] = _restated(words[at], rng, len(words) > 5)
+    lower = [at for at, word in enumerate(words) if word[:1].islower()]
+    if words == " ".join(sentences).split() and lower:  # every edit kept its word: add a filler
+        words.insert(rng.choice(lower), rng.choice(_FILLERS))
     return " ".join(words)
+
+
+def _restated(token: str, rng: random.Random, may_drop: bool) -> list[str]:
+    """What one word of a text becomes in a restatement (see :func:`reword`)."""
+    word = token.rstrip(".")
+    end = token[len(word):]
+    capital = word[:1].isupper()
+    op = rng.random()
+    if word.lower() in _FILLERS:
+        return [] if op < 0.5 and may_drop and not end and not capital else [token]
+    if word.lower() in _KEPT:
+        return [rng.choice(_FILLERS), token] if op < 0.3 and not capital else [token]
+    if op < 0.45 and not capital:  # (a capital after "a." may read as a name: keep those)
+        synonym = rng.choices(_WORDS, cum_weights=_CUM)[0]
+        while synonym in _KEPT or synonym in _FILLERS:
+            synonym = rng.choices(_WORDS, cum_weights=_CUM)[0]
+        return [synonym + end]
+    if op < 0.7:
+        return [(word[:-1] if word.endswith("s") else word + "s") + end]
+    if op < 0.85 and may_drop and not end and not capital:
+        return []
+    return [token] if capital else [rng.choice(_FILLERS), token]
 
 
 def _folders(n: int) -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """Measure the duplicate rule and its guards on the Microsoft Research Paraphrase Corpus.
 
-    python bench/mrpc.py [--data DIR] [--scorer NAME]... [--threshold 0.80] [--json]
+    python bench/mrpc.py [--data DIR] [--scorer NAME]... [--threshold 0.80] [--split train] [--json]
 
 MRPC pairs are news sentences labelled 1 (paraphrase) or 0 (related but not equivalent).
 For each split and scorer this prints, at the merge threshold:
@@ -12,7 +12,9 @@ For each split and scorer this prints, at the merge threshold:
   engine would log, in GUARDS order) and alone (the guard on its own).
 
 Similarity is the rule's (:func:`memcli.consolidate.rules.similarity`: the scorer on the
-normalised texts, or on the texts without their articles when that is higher). With
+normalised texts; for a pair within 0.10 below the threshold, the second look, the higher of
+that and the scorer on the texts without their articles and on their plain forms,
+:func:`memcli.consolidate.restate.plain_form`). With
 ``--semantic`` (the ``memcli[semantic]`` extra installed) a pair also merges when its
 embeddings' cosine is above :data:`memcli.consolidate.semantic.THRESHOLD` and no guard rejects
 it; the figures are printed for the default scorer.
@@ -42,6 +44,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout that is not ins
 
 from memcli.consolidate import rules  # noqa: E402
 from memcli.consolidate.guards import GUARDS, guard_function, guard_rejects  # noqa: E402
+from memcli.consolidate.textfeatures import features  # noqa: E402
 
 
 def _default_data() -> Path:
@@ -101,10 +104,12 @@ def similarities(pairs: Sequence[Pair], scorer: str) -> list[float]:
     out = [float(s) / 100.0 for s in scores]
     if scorer not in rules.SCORER_NAMES:
         return out
-    # the rule's second look: articles aside, for pairs just below the threshold
+    # the rule's second look, for pairs just below the threshold: articles aside, and the
+    # plain forms (attribution, spelling, number formats aside)
     near = DEFAULT_THRESHOLD - rules.SECOND_LOOK_BAND
-    return [rules.similarity(a, b, scorer) if near <= s <= DEFAULT_THRESHOLD else s
-            for a, b, s in zip(left, right, out, strict=True)]
+    return [rules.similarity(a, b, scorer, plain=(features(p.text_a).plain, features(p.text_b).plain))
+            if near <= s <= DEFAULT_THRESHOLD else s
+            for p, a, b, s in zip(pairs, left, right, out, strict=True)]
 
 
 def semantic_merges(pairs: Sequence[Pair], threshold: float) -> dict[str, Any]:
@@ -215,6 +220,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--semantic", action="store_true", help="also merge by embedding cosine")
+    parser.add_argument("--split", choices=SPLITS, action="append", dest="splits",
+                        help="measure only this split (repeatable; default: every split); tune on train")
     return parser.parse_args(argv)
 
 
@@ -233,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("--semantic needs the semantic extra: pip install 'memcli[semantic]'", file=sys.stderr)
             return 2
     results: dict[str, Any] = {}
-    for split in SPLITS:
+    for split in args.splits or SPLITS:
         try:
             pairs = load_split(args.data, split)
         except FileNotFoundError as exc:

@@ -312,14 +312,11 @@ def id_paths(store: Path) -> dict[str, Path]:
 
 
 def pair_score(a: JsonDict, b: JsonDict) -> float:
-    """The rule's content similarity of two records (token_sort_ratio on content_text)."""
-    from rapidfuzz import fuzz
-    from rapidfuzz.utils import default_process
+    """The rule's content similarity of two records, as a run finds it (the scorer on
+    content_text and, within 0.10 below the threshold, the second look)."""
+    from memcli.consolidate.similar import content_similarity
 
-    from memcli.consolidate.rules import content_text
-
-    left, right = default_process(content_text(a["content"])), default_process(content_text(b["content"]))
-    return float(fuzz.token_sort_ratio(left, right, processor=None)) / 100.0
+    return content_similarity(a["content"], b["content"], "token_sort_ratio", THRESHOLD)
 
 
 def pair_figures(store: Path, pairs: Sequence[tuple[str, str]], merges: list[list[str]]) -> JsonDict:

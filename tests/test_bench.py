@@ -89,3 +89,27 @@ def test_add_session_writes_near_duplicates(tmp_path: Path) -> None:
             (new["type"], new["subtype"], new["tags"], new["created_by"])
         assert new["created_at"] > old["created_at"]
     assert all(i in paths for i in new_ids)
+
+
+def test_planted_near_duplicates_are_restatements_no_guard_objects_to() -> None:
+    # The planted-duplicate recall measures the candidate search: a planted pair that scores
+    # above the threshold is one the rule merges, so no guard may object to it (a word swap
+    # is a swapped role; an added run of words is a clause).
+    import random
+
+    from memcli.consolidate.guards import guard_rejects
+
+    rng = random.Random(3)
+    scores = []
+    for _ in range(400):
+        text = generate._text(rng)
+        restated = generate.reword(text, rng)
+        assert restated != text
+        score = bench_run.pair_score({"content": {"summary": text}}, {"content": {"summary": restated}})
+        scores.append(score)
+        if score > bench_run.THRESHOLD:
+            assert guard_rejects(text, restated) is None, (text, restated)
+        # a restatement keeps the negations and order words where they were
+        for word in ("not", "before", "after"):
+            assert text.split().count(word) == restated.split().count(word)
+    assert min(scores) < 0.9 and max(scores) > 0.97  # a range of similarities, not copies

@@ -523,7 +523,8 @@ class Planner:
             lengths = texts.lengths() if sigs is not None else None
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
                                   floor=floor, sigs=sigs, lengths=lengths, near=self._near())
-        second_look(texts, pairs, self.cfg.scorer, self.cfg.content_similarity, floor)
+        second_look(texts, pairs, self.cfg.scorer, self.cfg.content_similarity, floor,
+                    plain=lambda n: self._features(block[n]).plain)
         semantic = self._semantic_pairs(block, texts, pairs, focus)
         older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
         for i, j in sorted(pairs.keys() | semantic.keys()):
@@ -619,15 +620,18 @@ class Planner:
 
     def _guard(self, older: Live, newer: Live) -> str | None:
         """The first guard that rejects the pair; each text is analysed once a run."""
-        from memcli.consolidate.guards import TextFeatures, guard_rejects
+        from memcli.consolidate.guards import guard_rejects
 
-        found = []
-        for item in (older, newer):
-            key = item.mem.content_hash
-            if key not in self.features:
-                self.features[key] = TextFeatures(rules.raw_text(item.mem.content))
-            found.append(self.features[key])
-        return guard_rejects(found[0], found[1])
+        return guard_rejects(self._features(older), self._features(newer))
+
+    def _features(self, item: Live) -> Any:
+        """The memory's text features (guards.TextFeatures), made once a run."""
+        key = item.mem.content_hash
+        if key not in self.features:
+            from memcli.consolidate.guards import TextFeatures
+
+            self.features[key] = TextFeatures(rules.raw_text(item.mem.content))
+        return self.features[key]
 
     # ------------------------------------------------------------ text similarity, second looks
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from memcli.consolidate import rules
+from memcli.consolidate.similar import content_similarity
 from memcli.store.model import Memory
 
 __all__ = ["excerpt", "merge_figures"]
@@ -26,7 +27,8 @@ class _Item(Protocol):
 
 
 def merge_figures(survivor: _Item, archived: Sequence[_Item], keeper: _Item, scores: Mapping[str, float],
-                  meaning: Mapping[str, float], scorer: str) -> tuple[dict[str, Any], str]:
+                  meaning: Mapping[str, float], scorer: str,
+                  threshold: float = 0.80) -> tuple[dict[str, Any], str]:
     """(log fields, report lines) of a merge into ``survivor``. ``scores`` hold each group
     member's similarity to the group's ``keeper`` (who may be archived when a protected member
     survives); a similarity not known from them is computed."""
@@ -34,8 +36,8 @@ def merge_figures(survivor: _Item, archived: Sequence[_Item], keeper: _Item, sco
     for item in archived:
         other = item if survivor is keeper else survivor if item is keeper else None
         known = scores.get(other.mem.id) if other is not None else None
-        sims[item.mem.id] = round(known if known else rules.similarity(
-            rules.content_text(survivor.mem.content), rules.content_text(item.mem.content), scorer), 4)
+        sims[item.mem.id] = round(known if known else content_similarity(
+            survivor.mem.content, item.mem.content, scorer, threshold), 4)
     entry: dict[str, Any] = {"similarity": min(sims.values()), "similarities": sims}
     by_meaning = {i: meaning[i] for i in sims if i in meaning}
     if by_meaning:

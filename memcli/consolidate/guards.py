@@ -21,7 +21,8 @@ reason logged):
 ``numbers``
     One text has a number the other does not mention ("port 8080" vs "port 8081").
 ``negation``
-    One text is negated and the other is not ("never", "not", "n't", "no", "without"...).
+    One text is negated and the other is not ("never", "not", "n't", "no", "without",
+    "unless" = "if not"...).
 ``polarity``
     The texts take opposite sides of an antonym pair ("enable" vs "disable").
 ``order``
@@ -43,6 +44,9 @@ reason logged):
 ``extra_detail``
     One text holds a clause (five or more new words in a row) that the other lacks. The
     texts do not state the same facts, and a merge would drop the clause from the survivor.
+``clause``
+    One text adds a clause (new words and a verb) where the other has nothing ("..., as she
+    lay dead", "following California's lead, ...").
 ``qualifier``
     One text adds a short qualifying phrase the other lacks ("... in production", "... for
     the EU region"): it states something narrower, which a merge would blur.
@@ -55,15 +59,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from decimal import Decimal, localcontext
 from typing import NamedTuple
 
 from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 
+from memcli.consolidate.additions import (
+    EXTRA_DETAIL_RUN,
+    QUALIFIER_MAX_CONTEXT,
+    QUALIFIER_MAX_WORDS,
+    clause_added,
+    extra_detail,
+    qualifier_added,
+)
 from memcli.consolidate.lexicon import contrast, senses
+from memcli.consolidate.restate import NUMBER_RE, SCALES, canonical_number
 from memcli.consolidate.textfeatures import (
-    STEM_LETTERS,
     STOPWORDS,
     TextFeatures,
     Word,
@@ -80,6 +91,7 @@ __all__ = [
     "QUALIFIER_MAX_CONTEXT",
     "QUALIFIER_MAX_WORDS",
     "TextFeatures",
+    "clause_added",
     "entities_differ",
     "extra_detail",
     "guard_function",
@@ -105,16 +117,6 @@ def _f(value: _Text) -> TextFeatures:
 # --------------------------------------------------------------------------------------------
 # numbers
 
-# Digits with optional thousands separators and dotted parts ("1,000", "3.14", "1.2.3"),
-# optionally followed by a scale word ("1.5 million", "38-million") or suffix ("$1.4bn", "10k").
-_NUMBER_RE = re.compile(
-    r"(?<![0-9.,])([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)((?:\.[0-9]+)*)"
-    r"(?:[\s-]*(thousand|million|billion|trillion)\b|(bn|k)\b)?",
-    re.IGNORECASE,
-)
-_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
-_SCALE_SUFFIXES = {"bn": "billion", "k": "thousand"}
-
 # Number words only *match* a number on the other side ("five" = "5"). On their own they do
 # not count: "one of them" or "the two men" are rarely quantities that matter.
 _UNITS = """zero one two three four five six seven eight nine ten eleven twelve thirteen
@@ -125,21 +127,6 @@ _NUMBER_WORDS.update({word: value for value, word in enumerate(_ORDINALS)})
 _TENS = {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _NUMBER_WORDS.update(_TENS)
 _NUMBER_WORDS.update({"twenty": 20, "hundred": 100, "dozen": 12, "once": 1, "twice": 2})
-
-
-def _number_value(integer: str, fraction: str, scale: str | None) -> str:
-    """Canonical text of one number, so that "1,000", "1000" and "1 thousand" are equal."""
-    integer = integer.replace(",", "").lstrip("0") or "0"  # text, not int(): any length
-    if fraction.count(".") > 1:  # a version or an address (1.2.3): compare it verbatim
-        return integer + fraction
-    if not fraction.strip(".0"):  # "5.00" is 5, but "3.10" may be a version: keep it
-        fraction = ""
-    if scale:  # exact decimal arithmetic: "4.35 million" is 4350000, at any size
-        with localcontext() as exact:
-            exact.prec = len(integer) + len(fraction) + 16
-            scaled = Decimal(integer + fraction) * _SCALES[scale.lower()]
-            return f"{scaled.normalize():f}"
-    return integer + fraction
 
 
 def _number_word_values(words: Sequence[str]) -> frozenset[str]:
@@ -156,17 +143,14 @@ def _number_word_values(words: Sequence[str]) -> frozenset[str]:
             value += _NUMBER_WORDS[following]
             values.add(str(value))
             following = words[pos + 2] if pos + 2 < len(words) else ""
-        if following in _SCALES:
-            values.add(str(value * _SCALES[following]))
+        if following in SCALES:
+            values.add(str(value * SCALES[following]))
     return frozenset(values)
 
 
 def _numbers(text: TextFeatures) -> frozenset[str]:
     """The numbers written with digits in a text, canonicalised."""
-    return frozenset(
-        _number_value(m.group(1), m.group(2), m.group(3) or _SCALE_SUFFIXES.get((m.group(4) or "").lower()))
-        for m in _NUMBER_RE.finditer(text.text)
-    )
+    return frozenset(canonical_number(m) for m in NUMBER_RE.finditer(text.text))
 
 
 def _number_words(text: TextFeatures) -> frozenset[str]:
@@ -195,7 +179,7 @@ def numbers_differ(text_a: _Text, text_b: _Text) -> bool:
 # negation
 
 _NEGATION_WORDS = frozenset(
-    """not no never without none nobody nothing neither nor cannot nowhere noone
+    """not no never without none nobody nothing neither nor cannot nowhere noone unless
     dont doesnt didnt isnt arent wasnt werent wont cant couldnt shouldnt wouldnt hasnt
     havent hadnt mustnt neednt aint""".split()
 )
@@ -208,7 +192,7 @@ def negation_differs(text_a: _Text, text_b: _Text) -> bool:
     """True when exactly one of the two texts is negated.
 
     Presence is compared, not the number of cues: "don't, ever" restated as "never" keeps
-    its meaning although the count changes.
+    its meaning although the count changes, and "unless X" is "if not X".
     """
     return _f(text_a).once("negated", _is_negated) != _f(text_b).once("negated", _is_negated)
 
@@ -490,6 +474,18 @@ def word_substituted(text_a: _Text, text_b: _Text) -> bool:
 
 _NAME_MATCH_CUTOFF = 80.0  # rapidfuzz ratio that takes two words for one name (typo, plural)
 _MIN_PREFIX = 3  # "Ron" / "Ronald", "Calif" / "California": a short form of one name
+# Days and months are written with a capital but name a date, not a person, product or place:
+# "yesterday" / "Tuesday" is one day said two ways, and a day replaced by another in place is
+# the substitution guard's (its lexicon has days and months).
+_DATE_NAMES = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday january february march april
+    june july august september october november december""".split()
+)
+# One country named in different words ("U.S. troops" / "American troops").
+_NAME_ALIASES = tuple(
+    frozenset(group.split())
+    for group in ("us usa america american americans", "uk britain british briton britons")
+)
 
 
 def _letters(acronym: str) -> str:
@@ -531,7 +527,7 @@ class _Names(NamedTuple):
 
 def _names(text: TextFeatures) -> _Names:
     tokens = text.tokens
-    return _Names(frozenset(w.canon for w in tokens if w.is_name),
+    return _Names(frozenset(w.canon for w in tokens if w.is_name and w.canon not in _DATE_NAMES),
                   frozenset(w.canon for w in tokens if w.is_acronym),
                   "".join(w.canon[0] for w in tokens if w.capitalised))
 
@@ -549,6 +545,7 @@ def _unmatched_names(a: TextFeatures, b: TextFeatures) -> frozenset[str]:
         name
         for name in candidates
         if not (name in names_a.acronyms and len(_letters(name)) > 1 and _letters(name) in names_b.initials)
+        and not any(name in group and group & b.vocabulary for group in _NAME_ALIASES)
         and not _mentions(name, b.vocabulary)
     )
 
@@ -562,7 +559,8 @@ def entities_differ(text_a: _Text, text_b: _Text) -> bool:
     the price of not taking every "Deploy" or "Restart" for a name. A name on one side only
     is not a disagreement (one text is more specific), nor is a name that moved (sentences
     reordered). Names match across case, possessives, dots, typos, short forms ("Ron" /
-    "Ronald") and acronyms ("UN" / "United Nations").
+    "Ronald"), acronyms ("UN" / "United Nations") and a country's other names ("U.S." /
+    "American"). Days and months are dates, not names (the substitution guard compares them).
     """
     first, second = ordered(_f(text_a), _f(text_b))
     only_a = _unmatched_names(first, second)
@@ -622,96 +620,6 @@ def identifiers_differ(text_a: _Text, text_b: _Text) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# extra detail
-
-# A run of this many new words in a row is taken for a clause the other text lacks. On MRPC
-# train, 4 rejects too many true paraphrases and 6 lets too many different pairs through.
-EXTRA_DETAIL_RUN = 5
-
-
-def _longest_new_run(a: TextFeatures, b: TextFeatures) -> int:
-    """Length of the longest run of words of A whose stem B lacks.
-
-    A function word that B also has neither extends nor ends a run ("the", "of" bridge the
-    new words of one clause); any other shared word ends it.
-    """
-    stems_b = b.stems
-    best = current = 0
-    for word in a.words:
-        if word[:STEM_LETTERS] not in stems_b:
-            current += 1
-            best = max(best, current)
-        elif word not in STOPWORDS:
-            current = 0
-    return best
-
-
-def extra_detail(text_a: _Text, text_b: _Text) -> bool:
-    """True when either text holds a run of new words (a clause) that the other lacks.
-
-    Rewording swaps a word here and there; five new words in a row are a statement of their
-    own ("restart the worker after a deploy, unless the queue still holds pending jobs"). A
-    merge keeps one text and archives the other, so such a pair goes to a human rather than
-    silently losing the clause.
-    """
-    a, b = _f(text_a), _f(text_b)
-    return _longest_new_run(a, b) >= EXTRA_DETAIL_RUN or _longest_new_run(b, a) >= EXTRA_DETAIL_RUN
-
-
-# --------------------------------------------------------------------------------------------
-# qualifier
-
-# Words that open a qualifying phrase: where, when, for whom, on what, how far.
-_QUALIFIER_OPENERS = frozenset(
-    """in on at to for from with within during after before since until till via per except
-    across inside outside behind near through under over against without only unless if
-    when while""".split()
-)
-# A one-sided phrase up to this many words is a qualifier; a longer one is extra_detail's.
-QUALIFIER_MAX_WORDS = 4
-# A qualifier narrows a short statement ("the cache is disabled in production"); in a long one
-# (the news sentences of MRPC train, 12-20 content words) such a phrase is mostly an aside a
-# restatement adds or drops ("said on Tuesday", "in Toronto"). Above this many content words
-# in the shorter text, the guard stays quiet: at 9 it costs 0.6% of MRPC train's paraphrases.
-QUALIFIER_MAX_CONTEXT = 9
-
-
-def _qualifier(words: Sequence[str], other: TextFeatures) -> bool:
-    """True when ``words`` (inserted on one side only) form a qualifying phrase with at least
-    one content word the other text lacks in every form."""
-    return (
-        0 < len(words) <= QUALIFIER_MAX_WORDS
-        and words[0] in _QUALIFIER_OPENERS
-        and any(w not in STOPWORDS and not w[0].isdigit() and w not in other.sequence_set
-                and w[:STEM_LETTERS] not in other.stems for w in words[1:])
-    )
-
-
-def qualifier_added(text_a: _Text, text_b: _Text) -> bool:
-    """True when one text adds, where the other has nothing, a short qualifying phrase with a
-    new word: "... invest in the share market in India?" vs "... invest in the share
-    market?", "the cache is disabled in production" vs "the cache is disabled".
-
-    The longer text states something narrower (a place, an environment, a condition);
-    merging would keep one claim and lose the other. Only in short statements (at most
-    :data:`QUALIFIER_MAX_CONTEXT` content words in the shorter text): in a long one such a
-    phrase is mostly an aside. Phrases of five or more new words are
-    the ``extra_detail`` guard's, and a phrase whose words the other text has elsewhere was
-    moved, not added.
-    """
-    first, second = ordered(_f(text_a), _f(text_b))
-    if min(first.content_count, second.content_count) > QUALIFIER_MAX_CONTEXT:
-        return False
-    seq_a, seq_b = first.sequence, second.sequence
-    for op in diff_blocks(first, second):
-        if op.tag == "delete" and _qualifier(seq_a[op.a0:op.a1], second):
-            return True
-        if op.tag == "insert" and _qualifier(seq_b[op.b0:op.b1], first):
-            return True
-    return False
-
-
-# --------------------------------------------------------------------------------------------
 # all guards
 
 _GUARD_FUNCTIONS: dict[str, Callable[[_Text, _Text], bool]] = {
@@ -724,6 +632,7 @@ _GUARD_FUNCTIONS: dict[str, Callable[[_Text, _Text], bool]] = {
     "roles": roles_swapped,
     "substitution": word_substituted,
     "extra_detail": extra_detail,
+    "clause": clause_added,
     "qualifier": qualifier_added,
 }
 
@@ -741,6 +650,7 @@ DESCRIPTIONS: dict[str, str] = {
     "substitution": "a word is replaced by one of contrary or sibling meaning (small / big, staging /"
                     " production)",
     "extra_detail": "one text has a clause (five or more new words in a row) the other lacks",
+    "clause": "one text adds a clause (new words and a verb) where the other has nothing",
     "qualifier": "one short text adds a qualifying phrase the other lacks (in production, for admins)",
 }
 

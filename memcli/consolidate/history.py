@@ -85,10 +85,11 @@ def review_detail(store: Store, item_id: str) -> dict[str, Any]:
     archived), their similarity, the guard that spoke and what it checks, and which guards
     reject the pair as the texts stand now."""
     from memcli.consolidate import guards, rules
+    from memcli.consolidate.similar import content_similarity
 
     item = review.get_item(store.root, item_id)
     memories: list[dict[str, Any]] = []
-    texts: list[tuple[str, str]] = []
+    contents: list[dict[str, Any]] = []
     for mem_id in [str(i) for i in item.get("memory_ids", [])]:
         try:
             mem, folder = store.find(mem_id, archived=True)
@@ -100,15 +101,16 @@ def review_detail(store: Store, item_id: str) -> dict[str, Any]:
                          "type": mem.type, "subtype": mem.subtype, "tags": mem.tags,
                          "created_by": mem.created_by, "created_at": facts.get("created_at"),
                          "updated_at": facts.get("updated_at"), "text": rules.raw_text(mem.content)})
-        texts.append((rules.content_text(mem.content), rules.raw_text(mem.content)))
+        contents.append(mem.content)
     detail: dict[str, Any] = {**item, "memories": memories}
     guard = item.get("guard")
     if guard:
         detail["guard_checks"] = guards.DESCRIPTIONS.get(str(guard), "")
-    if len(texts) == 2:
-        detail["similarity_now"] = round(rules.similarity(texts[0][0], texts[1][0],
-                                                          store.settings.consolidation.scorer), 4)
-        detail["guards_now"] = guards.guards_rejecting(texts[0][1], texts[1][1])
+    if len(contents) == 2:
+        cfg = store.settings.consolidation
+        detail["similarity_now"] = round(content_similarity(contents[0], contents[1], cfg.scorer,
+                                                            cfg.content_similarity), 4)
+        detail["guards_now"] = guards.guards_rejecting(*(rules.raw_text(c) for c in contents))
     return detail
 
 

@@ -83,15 +83,22 @@ SECOND_LOOK_BAND = 0.10
 _ARTICLES = frozenset({"a", "an", "the"})
 
 
-def similarity(a: str, b: str, scorer: str = "token_sort_ratio") -> float:
+def similarity(a: str, b: str, scorer: str = "token_sort_ratio",
+               plain: tuple[str, str] | None = None) -> float:
     """Content similarity of two normalised texts, 0..1: the scorer's result, or its result on
     the texts without their articles ("a", "an", "the") when that is higher, so that "the man
-    is playing the drums" and "a man is playing drums" are one statement (README: choices)."""
+    is playing the drums" and "a man is playing drums" are one statement (README: choices).
+    With ``plain`` (the two texts' plain forms, :func:`memcli.consolidate.restate.plain_form`),
+    the scorer's result on those counts too when it is higher."""
     fn = _SCORERS[scorer]
     score = fn(a, b, processor=None) / 100.0
-    if score >= 1.0 or not (_has_article(a) or _has_article(b)):
+    if score >= 1.0:
         return score
-    return max(score, fn(without_articles(a), without_articles(b), processor=None) / 100.0)
+    if _has_article(a) or _has_article(b):
+        score = max(score, fn(without_articles(a), without_articles(b), processor=None) / 100.0)
+    if plain is not None and score < 1.0:
+        score = max(score, fn(plain[0], plain[1], processor=None) / 100.0)
+    return score
 
 
 def _has_article(text: str) -> bool:

@@ -7,12 +7,12 @@ those, so a 100,000-memory store is not compared quadratically.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import process
 
-from memcli.consolidate.rules import scorer_fn, similarity
+from memcli.consolidate.rules import SECOND_LOOK_BAND, content_text, raw_text, scorer_fn, similarity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -121,16 +121,36 @@ def _likely(pairs: npt.NDArray[np.int64], sigs: list[bytes],
 
 
 def second_look(texts: Sequence[str], pairs: dict[tuple[int, int], float], scorer: str,
-                threshold: float, floor: float | None) -> None:
+                threshold: float, floor: float | None,
+                plain: Callable[[int], str] | None = None) -> None:
     """Pairs found just below the threshold (``similar_pairs(..., near=...)``) are scored again
-    as the rule defines similarity, articles aside (:func:`rules.similarity`); those that now
-    pass take that score, the rest leave ``pairs`` unless the LLM's discovery band (``floor``)
-    wants them."""
+    as the rule defines similarity: articles aside (:func:`rules.similarity`) and, with
+    ``plain`` (the plain form of text ``n``, :func:`memcli.consolidate.restate.plain_form`),
+    on the two plain forms too: what carries no meaning (an attribution, spelling, number
+    formats) set aside. Those that now pass take the higher score; the rest leave ``pairs``
+    unless the LLM's discovery band (``floor``) wants them."""
     for (i, j), score in list(pairs.items()):
         if score > threshold:
             continue
-        better = similarity(texts[i], texts[j], scorer)
+        better = similarity(texts[i], texts[j], scorer,
+                            plain=None if plain is None else (plain(i), plain(j)))
         if better > threshold:
             pairs[(i, j)] = better
         elif floor is None or score < floor:
             del pairs[(i, j)]
+
+
+def content_similarity(content_a: dict[str, Any], content_b: dict[str, Any], scorer: str,
+                       threshold: float) -> float:
+    """The content similarity of two memories as a run finds it: the scorer on their normalised
+    texts and, for a pair within :data:`rules.SECOND_LOOK_BAND` below the threshold, the
+    second look (articles aside, plain forms). For figures shown to a person (a merge's log
+    entry, ``review show``)."""
+    left, right = content_text(content_a), content_text(content_b)
+    score = similarity(left, right, scorer)
+    if threshold - SECOND_LOOK_BAND <= score <= threshold:
+        from memcli.consolidate.textfeatures import features
+
+        plain = (features(raw_text(content_a)).plain, features(raw_text(content_b)).plain)
+        score = similarity(left, right, scorer, plain=plain)
+    return score

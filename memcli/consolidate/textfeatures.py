@@ -22,6 +22,8 @@ from typing import Any, NamedTuple, TypeVar
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.utils import default_process
 
+from memcli.consolidate.restate import plain_form, statement_span
+
 __all__ = [
     "ARTICLES",
     "STEM_LETTERS",
@@ -152,6 +154,32 @@ class TextFeatures:
     @cached_property
     def sequence_set(self) -> frozenset[str]:
         return frozenset(self.sequence)
+
+    @cached_property
+    def plain(self) -> str:
+        """The text's plain form: its statement, spelled and written alike, articles aside
+        (:func:`memcli.consolidate.restate.plain_form`), as the duplicate rule's second look
+        scores it."""
+        return plain_form(self.text)
+
+    @cached_property
+    def statement(self) -> TextFeatures:
+        """The features of what the text states, a bare attribution at its start or end set
+        aside ("..., he said."; :func:`memcli.consolidate.restate.statement_span`); the text's
+        own features when it has none."""
+        start, end = statement_span(self.text)
+        if start == 0 and not self.text[end:].strip():
+            return self
+        return TextFeatures(self.text[start:end])
+
+    @cached_property
+    def attribution_words(self) -> tuple[int, int]:
+        """How many of :attr:`words` a bare attribution takes at the start and at the end."""
+        start, end = statement_span(self.text)
+        if start == 0 and not self.text[end:].strip():
+            return (0, 0)
+        return (len(default_process(self.text[:start]).split()),
+                len(default_process(self.text[end:]).split()))
 
     @cached_property
     def content_count(self) -> int:

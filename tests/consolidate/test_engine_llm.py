@@ -16,7 +16,7 @@ from tests.conftest import add, days_ago, load, snapshot
 from tests.llm_server import FakeAnthropic, Reply, error_body, fake_anthropic
 
 OLD = "Deploy the billing worker to staging before production and check the queue depth"
-NEW = "Deploy billing worker on staging prior to prod, then check queue depth graphs"  # 0.76
+NEW = "Deploy billing worker on staging prior to prod, then watch queue depth"  # 0.72 (0.79 on a second look)
 SUMMARY = ("## What happened\nThe deploy failed, then worked.\n\n## Who was involved\nagent:coder and "
            "alice.\n\n## Outcome\nDeployed at 03:10.\n\n## Key learnings\nAdd the index first.")
 
@@ -69,10 +69,10 @@ def test_grey_zone_merge(store: Path, server: FakeAnthropic) -> None:
     decide(server, old, new, "MERGE", merged_summary="Deploy the billing worker to staging first")
     out = run(store)
     assert judged(out) == [{"type": "judge", "memory_ids": [old["id"], new["id"]], "decision": "MERGE",
-                            "reason": "the same procedure, reworded", "similarity": 0.7564}]
+                            "reason": "the same procedure, reworded", "similarity": 0.7248}]
     merge = next(a for a in out.actions if a["type"] == "merge")
     assert merge["source_ids"] == [old["id"], new["id"]] and merge["result_id"] == new["id"]
-    assert merge["similarity"] == 0.7564  # the pair's text similarity, as judged
+    assert merge["similarity"] == 0.7248  # the pair's text similarity, as judged
     keeper = load(next(store.glob(f"agent/coder/{new['id']}.*")))
     assert keeper["content"]["summary"] == "Deploy the billing worker to staging first"
 

@@ -187,8 +187,12 @@ DISAGREEMENTS = [
     (
         "extra_detail",
         "Restart the worker after a deploy.",
-        "Restart the worker after a deploy unless the queue still holds pending jobs.",
+        "Restart the worker after a deploy when the billing queue still holds pending jobs.",
     ),
+    ("clause", "Police said her two small children were alone in the apartment for up to two days.",
+     "Police said her two small children were alone in the apartment for up to two days as she lay dead."),
+    ("clause", "The export job writes the ledger snapshot to the reports bucket.",
+     "The export job writes the ledger snapshot to the reports bucket, which was deleted."),
     ("roles", "billing-worker calls ledger-api to post entries.", "ledger-api calls billing-worker to post entries."),
     ("roles", "The woman is picking up the kangaroo.", "The kangaroo is picking up the woman."),
     ("roles", "The Sava is a tributary of the Drava.", "The Drava is a tributary of the Sava."),
@@ -236,7 +240,7 @@ def test_order_swaps_fool_the_default_scorer() -> None:
 def test_guard_names_and_lookup() -> None:
     assert set(DESCRIPTIONS) == set(GUARDS) and all(DESCRIPTIONS.values())
     assert GUARDS == ("numbers", "negation", "polarity", "order", "entities", "identifiers", "roles", "substitution",
-                      "extra_detail", "qualifier")
+                      "extra_detail", "clause", "qualifier")
     assert len(set(GUARDS)) == len(GUARDS)
     with pytest.raises(KeyError):
         guard_function("nope")
@@ -430,12 +434,13 @@ def test_bench_main_on_a_data_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
     not (bench.DEFAULT_DATA / "msr_paraphrase_test.txt").exists(), reason="MRPC data not present"
 )
 def test_mrpc_figures_on_the_test_split() -> None:
-    # Held where bench/RESULTS.md reports them (2.6% / 31.9%): a change to a guard that costs
-    # either figure shows here. (The 2.0% / 33% are not both met; RESULTS.md says why.)
+    # Held where bench/RESULTS.md reports them (2.8% / 33.2%): a change that costs either
+    # figure shows here. (The 2.0% is not met; RESULTS.md says why.) Train is where
+    # the guards were tuned: 1.6% / 33.7%.
     pairs = bench.load_split(bench.DEFAULT_DATA, "test")
     figures = bench.measure(pairs, scorers=("token_sort_ratio",))["scorers"]["token_sort_ratio"]
-    assert figures["false_merge_rate_guarded"] <= 0.027
-    assert figures["recall_guarded"] >= 0.315
+    assert figures["false_merge_rate_guarded"] <= 0.028
+    assert figures["recall_guarded"] >= 0.33
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ SUMMARY = ("## What happened\nThe deploy failed, then worked.\n\n## Who was invo
            "alice.\n\n## Outcome\nDeployed at 03:10.\n\n## Key learnings\nAdd the index first.")
 SECRET = "sk-ant-api03-" + "A1b2C3d4" * 6
 OLD = "Deploy the billing worker to staging before production and check the queue depth"
-NEW = "Deploy billing worker on staging prior to prod, then check queue depth graphs"  # 0.76
+NEW = "Deploy billing worker on staging prior to prod, then watch queue depth"  # 0.72 (0.79 on a second look)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,141 @@
+"""Tests for memcli.consolidate.additions: the guards for what one text adds (extra_detail,
+clause, qualifier) at their edges, and the smaller changes to negation and entities that go
+with them."""
+
+from __future__ import annotations
+
+import pytest
+
+from memcli.consolidate.additions import (
+    CLAUSE_MIN_NEW,
+    CLAUSE_NEW_WITHOUT_VERB,
+    EXTRA_DETAIL_CONTENT,
+    EXTRA_DETAIL_RUN,
+    _longest_new_run,
+    clause_added,
+    extra_detail,
+)
+from memcli.consolidate.guards import entities_differ, guard_rejects, negation_differs
+from memcli.consolidate.textfeatures import TextFeatures
+
+BASE = "The nightly export job writes the ledger snapshot to the reports bucket"
+
+
+def both(check: object, a: str, b: str) -> bool:
+    """The guard's answer, checked to be the same both ways round."""
+    assert callable(check)
+    first, second = check(a, b), check(b, a)
+    assert first == second
+    return bool(first)
+
+
+# --------------------------------------------------------------------------------------------
+# clause
+
+
+@pytest.mark.parametrize(
+    "added",
+    [
+        ", which was deleted",  # a subordinator, a verb, one new word
+        ", and they rebuilt it",  # a subject of its own and a verb
+        " as the backup job failed",  # two new words and a verb
+        ", which Priya moved",  # a verb after a name
+    ],
+)
+def test_an_added_clause_is_caught(added: str) -> None:
+    assert both(clause_added, BASE + ".", BASE + added + ".")
+    assert guard_rejects(BASE + ".", BASE + added + ".") == "clause"
+
+
+def test_new_words_without_a_verb_from_four_on() -> None:
+    assert CLAUSE_MIN_NEW == 2 and CLAUSE_NEW_WITHOUT_VERB == 4
+    three = "Following California's lead, several states passed similar bans."
+    four = "Following California's lead on cars, several states passed similar bans."
+    assert not both(clause_added, "Several states passed similar bans.", three)
+    assert both(clause_added, "Several states passed similar bans.", four)
+    # with a verb, two new words are enough
+    assert both(clause_added, "Several states passed similar bans.",
+                "As California had voted, several states passed similar bans.")
+
+
+@pytest.mark.parametrize(
+    ("text_a", "text_b"),
+    [
+        (BASE + ".", BASE + ", Priya said."),  # a bare attribution
+        (BASE + ".", "Priya said the nightly export job writes the ledger snapshot to the reports bucket."),
+        ("The cache is warm again.", "The cache, as you know, is warm again."),  # a reporting aside
+        ("The cache is warm again.", "The cache is warm again, I feel."),
+        (BASE + ".", BASE + " quickly."),  # one new word, no subordinator or subject
+        (BASE + " and then stops.", BASE + " and then halts."),  # a word replaced, not added
+        (BASE + " as the backup job runs.", BASE + " as the backup job failed."),  # replaced
+        (BASE + ".", BASE + "."),
+    ],
+)
+def test_what_is_not_an_added_clause(text_a: str, text_b: str) -> None:
+    assert not both(clause_added, text_a, text_b)
+
+
+def test_clause_compares_statements_without_their_attributions() -> None:
+    # The attribution at the end of one text would hide the clause the other adds there.
+    plain = '"These are defining moments for players and organizations," coach Mike Babcock said.'
+    more = '"These are defining moments for players and organizations where you are measured."'
+    assert TextFeatures(plain).statement.text == '"These are defining moments for players and organizations'
+    assert both(clause_added, plain, more)
+
+
+def test_a_text_without_attribution_is_its_own_statement() -> None:
+    text = TextFeatures(BASE + ".")
+    assert text.statement is text and text.attribution_words == (0, 0)
+    said = TextFeatures(BASE + ", the on-call engineer said on Tuesday.")
+    assert said.attribution_words == (0, 7) and said.statement.text == BASE
+
+
+# --------------------------------------------------------------------------------------------
+# extra detail
+
+
+def test_extra_detail_needs_five_new_words_two_of_them_content_words() -> None:
+    assert EXTRA_DETAIL_RUN == 5 and EXTRA_DETAIL_CONTENT == 2
+    other = TextFeatures("deploys finish")
+    assert _longest_new_run(TextFeatures("they had also been there with us"), other) == 0  # function words only
+    assert _longest_new_run(TextFeatures("they had also been there with rollbacks"), other) == 0
+    assert _longest_new_run(TextFeatures("they had also been there with rollbacks twice"), other) == 8
+    assert not extra_detail("Restart the worker.", "Restart the worker when it is there.")
+    assert extra_detail("Restart the worker.", "Restart the worker when memory usage exceeds its limit.")
+
+
+def test_extra_detail_sets_a_bare_attribution_aside() -> None:
+    quote = '"Rotate the keys every quarter and keep them in Vault."'
+    said = '"Rotate the keys every quarter and keep them in Vault," said Priya Sharma on Tuesday.'
+    assert not both(extra_detail, quote, said)
+    assert not both(extra_detail, quote, "Priya Sharma said on Tuesday: " + quote)
+    # an attribution that says more still counts
+    cheered = '"Rotate the keys every quarter and keep them in Vault," Priya said to a standing ovation in the hall.'
+    assert both(extra_detail, quote, cheered)
+
+
+# --------------------------------------------------------------------------------------------
+# negation and entities
+
+
+def test_unless_is_if_not() -> None:
+    assert not both(negation_differs, "Restart the worker unless the queue is empty.",
+                    "Restart the worker if the queue is not empty.")
+    assert both(negation_differs, "Restart the worker unless the queue is empty.",
+                "Restart the worker if the queue is empty.")
+
+
+def test_days_and_months_are_dates_not_names() -> None:
+    assert not both(entities_differ, "The court ruled on Monday in Ohio.", "The court ruled yesterday in Ohio.")
+    assert not both(entities_differ, "Prices rose in July in Ohio.", "Prices rose last month in Ohio.")
+    # a day replaced by another in place is the substitution guard's
+    assert guard_rejects("The freeze starts on Friday at noon.", "The freeze starts on Monday at noon.") == (
+        "substitution")
+
+
+def test_a_country_by_another_of_its_names() -> None:
+    assert not both(entities_differ, "But U.S. troops will not shrink from raids.",
+                    "But American troops will not shrink from raids.")
+    assert not both(entities_differ, "Prospects for UK exports are weak.", "Prospects for British exports are weak.")
+    assert both(entities_differ, "But U.S. troops will not shrink from raids.",
+                "But French troops will not shrink from raids.")
