@@ -7,7 +7,7 @@ from memcli.consolidate import rules
 from memcli.consolidate.groups import MergeGroups
 from memcli.consolidate.pairsearch import BlockTexts
 from memcli.consolidate.plantypes import DISCOVERY_FLOOR, Live
-from memcli.consolidate.similar import ALL_PAIRS_MAX, second_look, similar_pairs
+from memcli.consolidate.similar import second_look, similar_pairs
 from memcli.store.model import Action
 
 
@@ -36,11 +36,10 @@ class DuplicateMerging(MergeGroups):
         texts = BlockTexts(block)
         focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
         floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
-        if len(block) > ALL_PAIRS_MAX and focus is None:
+        if focus is None:
             pairs = self._block_pairs(block, texts, floor)
         else:
-            sigs = self._sigs(block, texts) if len(block) > ALL_PAIRS_MAX else None
-            lengths = texts.lengths() if sigs is not None else None
+            sigs, lengths = self._large_block(block, texts)
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
                                   floor=floor, sigs=sigs, lengths=lengths, near=self._near())
         second_look(texts, pairs, self.cfg.scorer, self.cfg.content_similarity, floor,

@@ -43,7 +43,7 @@ class PairSearch(FolderLoading):
     """Finds a block's similar pairs, from caches where they cover it."""
 
     def _cover_rewritten(self) -> None:
-        """(A real full run.) The folder's large blocks as the run leaves them: memories it
+        """(A real full run.) The folder's blocks as the run leaves them: memories it
         rewrote have new content, compared now against their block, so that the pair cache the
         run leaves behind covers them too and the next run compares nothing it need not. A
         dry run skips this: it leaves no cache."""
@@ -56,24 +56,25 @@ class PairSearch(FolderLoading):
                 blocks.setdefault((item.folder.rel, item.mem.type, item.mem.subtype), []).append(item)
         for (rel, _, _), block in blocks.items():
             found = self.pairs_found.get(rel)
-            if len(block) <= ALL_PAIRS_MAX or found is None or found[0] != self._pair_params(floor):
+            if found is None or found[0] != self._pair_params(floor):
                 continue
             hashes = [i.mem.content_hash for i in block]  # (pairs are by content: order plays no part)
             focus = [n for n, h in enumerate(hashes) if h not in found[1].covered]
             if not focus or len(set(hashes)) != len(hashes):
                 continue
             texts = BlockTexts(block)
+            sigs, lengths = self._large_block(block, texts)
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
-                                  floor=floor, sigs=self._sigs(block, texts), lengths=texts.lengths(),
-                                  near=self._near())
+                                  floor=floor, sigs=sigs, lengths=lengths, near=self._near())
             found[1].covered.update(hashes[n] for n in focus)
             found[1].pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in pairs.items())
 
     def _block_pairs(self, block: list[Live], texts: BlockTexts,
                      floor: float | None) -> dict[tuple[int, int], float]:
-        """A large block's similar pairs in a full run: those among memories the folder's pair
-        cache covers come from it; only memories with a new content hash are compared (with
-        the whole block). Gives exactly what comparing the whole block gives."""
+        """A block's similar pairs in a full run: those among memories the folder's pair cache
+        covers come from it; only memories with a new content hash are compared (with the whole
+        block). Gives exactly what comparing the whole block gives. A block whose members did
+        not change is thus not compared again, whatever its size."""
         folder = block[0].folder
         params = self._pair_params(floor)
         if folder.rel not in self.pair_caches:
@@ -83,9 +84,12 @@ class PairSearch(FolderLoading):
         position = {h: n for n, h in enumerate(hashes)}
         usable = cache is not None and len(position) == len(hashes)  # equal files: compare them all
         focus = [n for n, h in enumerate(hashes) if not usable or h not in cache.covered]  # type: ignore[union-attr]
-        found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor,
-                              sigs=self._sigs(block, texts), lengths=texts.lengths(), near=self._near(),
-                              focus=None if len(focus) == len(block) else focus) if focus else {}
+        found: dict[tuple[int, int], float] = {}
+        if focus:
+            sigs, lengths = self._large_block(block, texts)
+            found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor,
+                                  sigs=sigs, lengths=lengths, near=self._near(),
+                                  focus=None if len(focus) == len(block) else focus)
         if usable and cache is not None:
             for (a, b), score in cache.pairs.items():
                 if a in position and b in position:
@@ -97,6 +101,14 @@ class PairSearch(FolderLoading):
         fresh.covered.update(hashes)
         fresh.pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in found.items())
         return found
+
+    def _large_block(self, block: list[Live],
+                     texts: BlockTexts) -> tuple[list[bytes] | None, list[int] | None]:
+        """Signatures and text lengths for a block that finds its candidates by LSH; a small
+        block is scored all-pairs and needs neither (a signature costs more than its pairs)."""
+        if len(block) <= ALL_PAIRS_MAX:
+            return None, None
+        return self._sigs(block, texts), texts.lengths()
 
     def _pair_params(self, floor: float | None) -> str:
         from memcli.consolidate import candidates, similar
