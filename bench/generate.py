@@ -1,23 +1,38 @@
 """Synthetic stores for the benchmark: N memories with planted near-duplicates.
 
-Deterministic for a given (n, seed). Memories are spread over agent and team folders and a
-few (type, subtype) blocks of a few thousand each, the shape that makes all-pairs comparison
-quadratic. A share of them are planted near-duplicates: a restatement of another memory of the
-same block (sentences reordered, words replaced, inflected, added or dropped, facts kept; see
-:func:`reword`), with the same tags and author.
+    python bench/generate.py DIR N [--shape huge|small|long|mix] [--seed 7]
+
+Deterministic for a given (n, shape, seed). A share of the memories are planted
+near-duplicates: a restatement of another memory of the same block (sentences reordered, words
+replaced, inflected, added or dropped, facts kept; see :func:`reword`), with the same tags and
+author. Shapes (``SHAPES``):
+
+- ``huge``: a few agent folders of about 12,000 and four (type, subtype) blocks each: a few
+  blocks of thousands, the shape that makes all-pairs comparison quadratic;
+- ``small``: agent folders of 500 memories and 40 (type, subtype) blocks, about 12 memories a
+  block; summaries of 2 to 6 sentences, details of up to 12;
+- ``long``: the huge shape with details of 10 to 40 sentences on every memory;
+- ``mix``: agent, team and global folders of uneven sizes (teams shared by several agents),
+  blocks of every size, ages from a day to two years, some details, some memories never used.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import random
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from memcli.store.model import format_ts, new_memory_id
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout
+    sys.path.insert(0, str(ROOT))
+
+from memcli.store.model import format_ts, new_memory_id  # noqa: E402
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc)
 _CORE = ("deploy staging production rollback migration schema index query cache redis postgres worker "
@@ -45,9 +60,15 @@ _WORDS, _CUM = _vocabulary(20_000, 11)
 TYPES = (("semantic", "fact"), ("procedural", "howto"), ("episodic", "session"), ("working", "note"))
 
 
-def _text(rng: random.Random) -> str:
+SHAPES = ("huge", "small", "long", "mix")
+# the small shape: 4 types x 10 subtypes = 40 blocks a folder
+SUBTYPES = tuple(f"s{k}" for k in range(10))
+SMALL_FOLDER = 500
+
+
+def _text(rng: random.Random, low: int = 2, high: int = 8) -> str:
     sentences = []
-    for _ in range(rng.randint(2, 8)):
+    for _ in range(rng.randint(low, high)):
         words = rng.choices(_WORDS, cum_weights=_CUM, k=rng.randint(6, 16))
         sentences.append(" ".join(words).capitalize() + ".")
     return " ".join(sentences)
@@ -108,9 +129,61 @@ def _restated(token: str, rng: random.Random, may_drop: bool) -> list[str]:
     return [token] if capital else [rng.choice(_FILLERS), token]
 
 
-def _folders(n: int) -> list[tuple[str, str]]:
+def _folders(n: int, shape: str = "huge") -> list[tuple[str, str]]:
+    if shape == "small":
+        return [("agent", f"agent{i}") for i in range(max(1, n // SMALL_FOLDER))]
+    if shape == "mix":  # uneven: folder k gets a share ~ 1/(k+1) (see _pick_folder)
+        agents = max(4, n // 2_000)
+        return ([("agent", f"agent{i}") for i in range(agents)]
+                + [("team", f"team{i}") for i in range(max(1, agents // 8))] + [("global", "global")])
     agents = max(2, n // 12_000)
     return [("agent", f"agent{i}") for i in range(agents)] + [("team", "team0"), ("global", "global")]
+
+
+def _kind(rng: random.Random, shape: str) -> tuple[str, str]:
+    """The (type, subtype) block of a new memory."""
+    kind = TYPES[rng.randrange(len(TYPES))]
+    if shape == "small":
+        return kind[0], SUBTYPES[rng.randrange(len(SUBTYPES))]
+    if shape == "mix":  # a few large blocks and a tail of small ones
+        return kind[0], SUBTYPES[min(int(rng.expovariate(0.6)), len(SUBTYPES) - 1)]
+    return kind
+
+
+def _content(rng: random.Random, shape: str) -> dict[str, Any]:
+    if shape == "small":
+        content = {"summary": _text(rng, 2, 6)}
+        if rng.random() < 0.6:
+            content["details"] = _text(rng, 1, 12)
+        return content
+    if shape == "long":
+        return {"summary": _text(rng, 2, 4), "details": _text(rng, 10, 40)}
+    if shape == "mix":
+        content = {"summary": _text(rng)}
+        if rng.random() < 0.3:
+            content["details"] = _text(rng, 2, 20)
+        return content
+    return {"summary": _text(rng)}
+
+
+def _pick_folder(rng: random.Random, folders: list[tuple[str, str]], i: int, shape: str) -> tuple[str, str]:
+    if shape != "mix":
+        return folders[i % len(folders)]
+    at = min(int(rng.paretovariate(1.2)) - 1, len(folders) - 1)  # a heavy head, a long tail
+    return folders[(at * 7919) % len(folders)]
+
+
+def _age(rng: random.Random, data: dict[str, Any], shape: str) -> None:
+    """The mix shape: ages from a day to two years, some memories never used."""
+    if shape != "mix":
+        return
+    days = rng.choice((rng.uniform(1, 30), rng.uniform(10, 120), rng.uniform(60, 730)))
+    created = NOW - dt.timedelta(days=days)
+    data["created_at"] = data["updated_at"] = format_ts(created)
+    if rng.random() < 0.1:
+        data["access_count"], data["last_accessed"] = 0, None
+    else:
+        data["last_accessed"] = format_ts(min(NOW, created + dt.timedelta(days=rng.uniform(0, 90))))
 
 
 def record(rng: random.Random, scope: str, scope_id: str, kind: tuple[str, str], n: int,
@@ -126,13 +199,16 @@ def record(rng: random.Random, scope: str, scope_id: str, kind: tuple[str, str],
             "supersedes": [], "superseded_by": [], "promoted_to": None, "promoted_from": None}
 
 
-def generate(root: Path, n: int, *, dup_share: float = 0.02, seed: int = 7) -> list[tuple[str, str]]:
+def generate(root: Path, n: int, *, dup_share: float = 0.02, seed: int = 7,
+             shape: str = "huge") -> list[tuple[str, str]]:
     """Write a store of n memories; returns the planted (original id, near-duplicate id) pairs."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
     rng = random.Random(seed)
     for sub in ("ops", "archive"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
-    folders = _folders(n)
+    folders = _folders(n, shape)
     written: list[dict[str, Any]] = []
     planted: list[tuple[str, str]] = []
     for i in range(n):
@@ -140,11 +216,18 @@ def generate(root: Path, n: int, *, dup_share: float = 0.02, seed: int = 7) -> l
             src = rng.choice(written)
             data = record(rng, src["scope"], src["scope_id"], (src["type"], src["subtype"]), i,
                           reword(src["content"]["summary"], rng), list(src["tags"]), src["created_by"])
+            if "details" in src["content"]:
+                data["content"]["details"] = reword(src["content"]["details"], rng)
             planted.append((src["id"], data["id"]))
         else:
-            scope, scope_id = folders[i % len(folders)]
-            data = record(rng, scope, scope_id, TYPES[rng.randrange(len(TYPES))], i)
-        written.append(data)
+            scope, scope_id = _pick_folder(rng, folders, i, shape)
+            data = record(rng, scope, scope_id, _kind(rng, shape), i)
+            data["content"] = _content(rng, shape)
+            _age(rng, data, shape)
+        if len(written) < 200_000 or rng.random() < 0.05:  # sources to restate: bounded memory at 1M
+            written.append(data)
+        elif written:
+            written[rng.randrange(len(written))] = data
         _write(root, data)
     return planted
 
@@ -196,6 +279,23 @@ def _make_recent(data: dict[str, Any], rng: random.Random, id_seed: str, minutes
     data["access_count"] = 1
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Write a store of N memories of a shape into DIR (created), print the planted pairs' count."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0],
+                                     epilog="shapes: " + ", ".join(SHAPES))
+    parser.add_argument("dir", type=Path, help="where to write the store (must not hold one)")
+    parser.add_argument("n", type=int, help="how many memories")
+    parser.add_argument("--shape", choices=SHAPES, default="huge", help="store shape (default huge)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--dup-share", type=float, default=0.02, help="share of planted near-duplicates")
+    args = parser.parse_args(argv)
+    if (args.dir / "memcli.toml").exists():
+        parser.error(f"{args.dir} already holds a store")
+    planted = generate(args.dir, args.n, dup_share=args.dup_share, seed=args.seed, shape=args.shape)
+    print(f"{args.n} memories ({args.shape}) in {args.dir}; {len(planted)} planted near-duplicate pairs")
+    return 0
+
+
 def _live_records(root: Path, rng: random.Random, k: int, folder: str | None = None) -> list[dict[str, Any]]:
     """Up to k distinct live (not superseded) JSON memories of the store (or of one folder),
     picked at random among those older than a week: a fresh memory is protected, and so is
@@ -215,3 +315,7 @@ def _live_records(root: Path, rng: random.Random, k: int, folder: str | None = N
             if len(picked) == k:
                 break
     return picked
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memcli.consolidate import engine
+from memcli.consolidate import engine, merging, pairsearch, similar
 from memcli.store import index, journal
 from memcli.store.model import parse_ts
 from memcli.store.store import STAMP_AGE_NS, Store
@@ -303,8 +303,10 @@ def test_the_pair_cache_a_real_run_leaves_covers_what_it_rewrote(store: Path,
     first = engine.consolidate(Store(store))
     assert any(a["type"] == "merge" for a in first.actions)  # keepers rewritten: new content
     compared: list[Any] = []
-    real = engine.similar_pairs
-    monkeypatch.setattr(engine, "similar_pairs", lambda *a, **k: compared.append(k.get("focus")) or real(*a, **k))
+    real = similar.similar_pairs
+    spy = lambda *a, **k: compared.append(k.get("focus")) or real(*a, **k)  # noqa: E731
+    for module in (merging, pairsearch):  # the planner's modules that compare
+        monkeypatch.setattr(module, "similar_pairs", spy)
     again = engine.consolidate(Store(store), dry_run=True)
     assert compared == [] and not [a for a in again.actions if a["type"] == "merge"]
     monkeypatch.undo()

@@ -1,0 +1,174 @@
+"""Loading a run's scope into the planner: a full run folder by folder (index entries where
+the files still match them), session_end only what changed and its duplicate candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memcli.consolidate import rules, since
+from memcli.consolidate.planbase import PlannerBase
+from memcli.consolidate.plantypes import WHOLE_STORE, Live
+from memcli.consolidate.since import Row
+from memcli.store import index
+from memcli.store.model import Memory
+from memcli.store.store import Folder, FolderScan, Problem
+
+
+class FolderLoading(PlannerBase):
+    """Puts memories into the simulated store, and signs what a real run rewrites."""
+
+    def _sign_rewritten(self) -> None:
+        """Memories this run rewrites get their new signatures now, in bulk, so that the cache
+        the run leaves behind covers them and the next pass computes none."""
+        if not self.opts.warm_caches:
+            return  # a dry run leaves no cache
+        from memcli.consolidate import candidates
+
+        folders = {i.folder.rel: i.folder for i in self.live.values()}
+        caches = {rel: self._folder_sigs(folder) for rel, folder in folders.items()}
+        fresh = [i for i in self.live.values() if i.mem.content_hash not in caches[i.folder.rel]]
+        if not fresh:
+            return
+        texts = [rules.content_text(i.mem.content) for i in fresh]
+        for item, sig in zip(fresh, candidates.signatures(texts), strict=True):
+            item.sig = sig
+            self._folder_sigs(item.folder)[item.mem.content_hash] = sig
+
+    def _load_folder(self, folder: Folder, twins: dict[str, list[str]], names: list[str] | None) -> None:
+        """A full run's view of one folder: its index entries where the files still match them
+        (size and mtime), the files themselves where not. A memory known from its entry is read
+        only if a rule needs its text or rewrites it."""
+        scan = self.store.scan(folder, load=False, compare=False, names=names)
+        self.problems += [p for p in scan.problems if p.code != "index_gone"]  # the run rewrites it
+        mems = dict(scan.memories)
+        unread = [e for e in scan.entries if e["id"] not in mems]
+        mems.update((m.id, m) for m in self.store.planned(folder, unread))
+        for mem_id in [i for i in mems if i in twins]:
+            self.problems.append(Problem(self.store.rel(mems.pop(mem_id).path),
+                                         f"duplicate id {mem_id} (in {', '.join(twins[mem_id])}); left "
+                                         "out until one copy is renamed", "duplicate_id"))
+        run_hashes, prefix = scan.run_hashes, folder.rel + "/"
+        for mem_id in sorted(mems):  # signatures are looked up when a block needs them (_sigs)
+            mem = self._with_uses(mems[mem_id])
+            run_hash = run_hashes.get(mem_id)
+            item = Live(mem, folder, prefix + mem.name, run_hash, run_hash != mem.content_hash,
+                        None, rules.newest_first_key(mem))
+            self._all_loaded.append(item)
+            self.live[mem_id] = item
+        self.seen.update(mems)
+        self._loaded += len(mems)
+
+    def _put(self, item: Live) -> None:
+        item.mem = self._with_uses(item.mem)
+        self._all_loaded.append(item)
+        self.live[item.mem.id] = item
+        self.seen.add(item.mem.id)
+
+    def load(self) -> None:
+        """Load the whole scope at once (session_end, and review merges)."""
+        flagged_ids = {i for pair in self.flagged for i in pair}
+        if self.opts.trigger == "session_end":
+            self._load_changed(flagged_ids)
+        else:
+            self._load_all()
+        self._drop_duplicate_ids()
+        self.plan.covered = sorted({i.folder.rel for i in self.live.values() if i.changed}) \
+            if self.opts.trigger == "session_end" else [f.rel for f in self._scope_folders()]
+        self.plan.flagged_done = [p for p in self.flagged if all(i in self.seen for i in p)]
+
+    def _load_all(self) -> None:
+        """Read every memory of the run's folders (manual, weekly, index_overflow)."""
+        folders = self._scope_folders()
+        self._progress("reading", 0, len(folders))
+        for position, folder in enumerate(folders):
+            scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.path))
+            self.problems += scan.problems
+            cache, run_hashes = self._folder_sigs(folder), scan.run_hashes
+            for mem_id in sorted(scan.memories):
+                mem = scan.memories[mem_id]
+                self._put(Live(mem, folder, f"{folder.rel}/{mem.name}", run_hashes.get(mem_id),
+                               run_hashes.get(mem_id) != mem.content_hash, cache.get(mem.content_hash),
+                               rules.newest_first_key(mem)))
+            self._loaded += len(scan.memories)
+            self._progress("reading", position + 1, len(folders))
+        self.plan.memory_count = self._count_live()
+
+    def _load_changed(self, flagged_ids: set[str]) -> None:
+        """session_end: stat every file, but read only the changed memories and their duplicate
+        candidates (found from cached signatures), so the cost follows the changes."""
+        stamps = since.stamps(self.state.get("listings"))
+        for folder in self.store.memory_folders():
+            snap = index.load_lastrun(folder.path)
+            scan = (self.store.scan(folder, load=False) if snap is None
+                    else self.store.scan_since(folder, snap, stamps.get(folder.rel)))
+            if scan.stamp is not None:
+                self.listings[folder.rel] = scan.stamp
+            self.problems += scan.problems
+            self.plan.memory_count += scan.count
+            if scan.reread is not None:
+                self.refresh[folder.rel] = scan.reread
+            changed = since.changed_ids(scan, flagged_ids)
+            if changed:
+                cache, rows = self._folder_sigs(scan.folder), since.focus_rows(scan, changed)
+                self._take(scan, since.with_candidates(rows, changed, cache, self._reader(scan)), changed)
+
+    def _reader(self, scan: FolderScan) -> Callable[[Row], Memory | None]:
+        """A row's memory: as the scan read it, else read now. None when the file is gone or
+        went bad since the snapshot with the same size and mtime (a problem, not an abort)."""
+        tried: dict[str, Memory | None] = dict(scan.memories)
+
+        def read(row: Row) -> Memory | None:
+            if row.id not in tried:  # each file read once, even when it cannot be
+                problems: list[Problem] = []
+                tried[row.id] = self.store.try_read(scan.folder.path / row.file, scan.folder, problems)
+                self.problems += problems
+            return tried[row.id]
+
+        return read
+
+    def _scope_folders(self) -> list[Folder]:
+        if self.opts.folders is not None:
+            return list(self.opts.folders)
+        folders = self.store.memory_folders()
+        if self.opts.trigger == "index_overflow":
+            return [f for f in folders if _file_count(f) > self.cfg.index_overflow]
+        return folders
+
+    def _take(self, scan: FolderScan, rows: dict[str, Row], changed: set[str]) -> None:
+        """Put the folder's memories of `rows` into the simulated store (session_end)."""
+        cache, read = self._folder_sigs(scan.folder), self._reader(scan)
+        for mem_id in sorted(rows):
+            row = rows[mem_id]
+            mem = read(row)
+            if mem is None:
+                continue
+            run_hash = row.digest.hex() if row.unchanged else scan.run_hashes.get(mem_id)
+            self._put(Live(mem, scan.folder, f"{scan.folder.rel}/{mem.name}", run_hash, mem_id in changed,
+                           cache.get(mem.content_hash),
+                           rules.newest_first_key(mem)))
+
+    def _drop_duplicate_ids(self) -> None:
+        """An id in two live files is bad input: both are reported and left out of the run."""
+        where: dict[str, list[Live]] = {}
+        for item in self._all_loaded:
+            where.setdefault(item.mem.id, []).append(item)
+        for mem_id, items in where.items():
+            if len(items) > 1:
+                paths = ", ".join(i.rel for i in items)
+                self.problems += [Problem(i.rel, f"duplicate id {mem_id} (in {paths}); left out "
+                                          "until one copy is renamed", "duplicate_id") for i in items]
+                self.live.pop(mem_id, None)
+
+    def _count_live(self) -> int:
+        if self.opts.trigger in WHOLE_STORE and self.opts.folders is None:
+            return self._loaded
+        return sum(_file_count(f) for f in self.store.memory_folders())  # the rest of the store too
+
+
+def _file_count(folder: Folder) -> int:
+    from memcli.store.model import fmt_of
+
+    try:
+        return sum(1 for p in folder.path.iterdir() if fmt_of(p) is not None)
+    except OSError:  # gone, or unreadable (a scan reports it)
+        return 0

@@ -1,0 +1,114 @@
+"""Rule 3.1 over the loaded memories: blocks, keepers and their older duplicates, the
+guards, and the grey-zone pairs that go to the LLM."""
+
+from __future__ import annotations
+
+from memcli.consolidate import rules
+from memcli.consolidate.groups import MergeGroups
+from memcli.consolidate.pairsearch import BlockTexts
+from memcli.consolidate.plantypes import DISCOVERY_FLOOR, Live
+from memcli.consolidate.similar import second_look, similar_pairs
+from memcli.store.model import Action
+
+
+class DuplicateMerging(MergeGroups):
+    """Merges duplicates block by block."""
+
+    # ------------------------------------------------------------ 3.1 merge duplicates
+
+    def merge_duplicates(self) -> None:
+        """Rule 3.1 over every (folder, type, subtype) block of the loaded memories."""
+        blocks: dict[tuple[str, str, str], list[Live]] = {}
+        for item in self.live.values():
+            if rules.takes_part(item.mem):
+                key = (item.folder.rel, item.mem.type, item.mem.subtype)
+                blocks.setdefault(key, []).append(item)
+        for position, key in enumerate(sorted(blocks)):
+            self._progress("comparing", position, len(blocks))
+            block = blocks[key]
+            if self.opts.trigger == "session_end" and not any(i.changed for i in block):
+                continue
+            self._merge_block(sorted(block, key=lambda i: i.key, reverse=True))
+        if self.opts.judge is not None:
+            self._judge_grey()
+
+    def _merge_block(self, block: list[Live]) -> None:
+        texts = BlockTexts(block)
+        focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
+        floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
+        if focus is None:
+            pairs = self._block_pairs(block, texts, floor)
+        else:
+            sigs, lengths = self._large_block(block, texts)
+            pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
+                                  floor=floor, sigs=sigs, lengths=lengths, near=self._near())
+        second_look(texts, pairs, self.cfg.scorer, self.cfg.content_similarity, floor,
+                    plain=lambda n: self._features(block[n]).plain)
+        semantic = self._semantic_pairs(block, texts, pairs, focus)
+        older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
+        for i, j in sorted(pairs.keys() | semantic.keys()):
+            older.setdefault(i, []).append(j)
+        assigned: set[int] = set()
+        for k in sorted(older):  # a keeper: the newest of its group, unless taken by a newer one
+            if k in assigned:
+                continue
+            assigned.add(k)
+            members = self._members(block, k, older[k], pairs, assigned, semantic)
+            if members:
+                self._resolve_group(block[k], members)
+        if self.opts.judge is not None:
+            self._collect_grey(block, pairs)
+
+    def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],
+                 assigned: set[int], semantic: dict[tuple[int, int], float]) -> list[tuple[Live, float]]:
+        """Older unassigned duplicates of keeper k: similar text, or (with the semantic signal)
+        similar meaning; guard-rejected pairs are kept apart."""
+        keeper = block[k]
+        members: list[tuple[Live, float]] = []
+        for m in candidates:
+            score = pairs.get((k, m), 0.0)
+            meaning = (k, m) in semantic and score <= self.cfg.content_similarity
+            rule_score = 1.0 if meaning else score  # by meaning: the tag, type and link tests remain
+            if m in assigned or not rules.is_duplicate_pair(keeper.mem, block[m].mem, rule_score, self.cfg):
+                continue
+            if meaning and (k, m) not in pairs:
+                score = pairs[(k, m)] = rules.similarity(
+                    rules.content_text(keeper.mem.content), rules.content_text(block[m].mem.content),
+                    self.cfg.scorer)
+            guard = self._guard(block[m], keeper) if self.cfg.guards else None
+            if guard:
+                self._keep_apart(block[m], keeper, guard, score)
+                if self.opts.judge is not None:
+                    self.grey.append((block[m], keeper, score, guard))
+                continue
+            assigned.add(m)
+            if meaning:
+                self._meaning[block[m].mem.id] = semantic[(k, m)]
+            members.append((block[m], score))
+        return members
+
+    # ------------------------------------------------------------ SPEC 9: grey-zone pairs
+
+    def _collect_grey(self, block: list[Live], pairs: dict[tuple[int, int], float]) -> None:
+        """Pairs in the discovery band [0.60, 0.80] that meet the tag rule, for the LLM."""
+        for (i, j), score in sorted(pairs.items()):
+            newer, older = block[i], block[j]  # the block is sorted newest first
+            if score > self.cfg.content_similarity or not self._both_live(older, newer):
+                continue
+            if rules.is_duplicate_pair(older.mem, newer.mem, 1.0, self.cfg):  # tags, type, links
+                self.grey.append((older, newer, score, None))
+
+    def _judge_grey(self) -> None:
+        pairs = [(f"{o.mem.id}|{n.mem.id}", rules.raw_text(o.mem.content), rules.raw_text(n.mem.content),
+                  score, guard) for o, n, score, guard in self.grey]
+        from memcli.consolidate import llm_bridge
+
+        decisions = llm_bridge.judge(self.opts.judge, self.opts.masker, pairs)
+        grey, self.grey = self.grey, []  # judged once: the next folder starts afresh
+        for (older, newer, score, _guard), decision in zip(grey, decisions, strict=True):
+            ids = [older.mem.id, newer.mem.id]
+            self.add(Action("judge", {"type": "judge", "memory_ids": ids, "decision": decision.action,
+                                      "reason": decision.reason, "similarity": round(score, 4)},
+                            f"LLM: {decision.action} ({score:.2f}): {decision.reason}"))
+            if self._both_live(older, newer) and decision.action in ("MERGE", "REPLACE", "UPDATE"):
+                self._apply_decision(older, newer, score, decision)

@@ -1,0 +1,164 @@
+"""Similar pairs within a block: texts made on demand, cached signatures and pair caches,
+the text features the guards compare, and the semantic signal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from memcli.consolidate import rules
+from memcli.consolidate.loading import FolderLoading
+from memcli.consolidate.plantypes import DISCOVERY_FLOOR, Live
+from memcli.consolidate.similar import ALL_PAIRS_MAX, similar_pairs
+from memcli.store import index
+
+
+class BlockTexts(Sequence[str]):
+    """The normalised texts of a block's memories, each made (and its file read) only when
+    asked for: with cached signatures most memories of a large block are never compared."""
+
+    def __init__(self, block: list[Live]) -> None:
+        self.block = block
+        self.made: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.block)
+
+    def __getitem__(self, n: int) -> str:  # type: ignore[override]
+        if n not in self.made:
+            self.made[n] = rules.content_text(self.block[n].mem.content)
+        return self.made[n]
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[n] for n in range(len(self.block)))
+
+    def lengths(self) -> list[int]:
+        """Text lengths, from the index entries where the text is not at hand."""
+        out = [item.mem.cached_text_len() for item in self.block]
+        return [len(self[n]) if value is None else value for n, value in enumerate(out)]
+
+
+
+class PairSearch(FolderLoading):
+    """Finds a block's similar pairs, from caches where they cover it."""
+
+    def _cover_rewritten(self) -> None:
+        """(A real full run.) The folder's blocks as the run leaves them: memories it
+        rewrote have new content, compared now against their block, so that the pair cache the
+        run leaves behind covers them too and the next run compares nothing it need not. A
+        dry run skips this: it leaves no cache."""
+        if not self.opts.warm_caches or not self.pairs_found:
+            return
+        floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
+        blocks: dict[tuple[str, str, str], list[Live]] = {}
+        for item in self.live.values():
+            if rules.takes_part(item.mem):
+                blocks.setdefault((item.folder.rel, item.mem.type, item.mem.subtype), []).append(item)
+        for (rel, _, _), block in blocks.items():
+            found = self.pairs_found.get(rel)
+            if found is None or found[0] != self._pair_params(floor):
+                continue
+            hashes = [i.mem.content_hash for i in block]  # (pairs are by content: order plays no part)
+            focus = [n for n, h in enumerate(hashes) if h not in found[1].covered]
+            if not focus or len(set(hashes)) != len(hashes):
+                continue
+            texts = BlockTexts(block)
+            sigs, lengths = self._large_block(block, texts)
+            pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
+                                  floor=floor, sigs=sigs, lengths=lengths, near=self._near())
+            found[1].covered.update(hashes[n] for n in focus)
+            found[1].pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in pairs.items())
+
+    def _block_pairs(self, block: list[Live], texts: BlockTexts,
+                     floor: float | None) -> dict[tuple[int, int], float]:
+        """A block's similar pairs in a full run: those among memories the folder's pair cache
+        covers come from it; only memories with a new content hash are compared (with the whole
+        block). Gives exactly what comparing the whole block gives. A block whose members did
+        not change is thus not compared again, whatever its size."""
+        folder = block[0].folder
+        params = self._pair_params(floor)
+        if folder.rel not in self.pair_caches:
+            self.pair_caches[folder.rel] = index.load_pairs(folder.path, params)
+        cache = self.pair_caches[folder.rel]
+        hashes = [item.mem.content_hash for item in block]
+        position = {h: n for n, h in enumerate(hashes)}
+        usable = cache is not None and len(position) == len(hashes)  # equal files: compare them all
+        focus = [n for n, h in enumerate(hashes) if not usable or h not in cache.covered]  # type: ignore[union-attr]
+        found: dict[tuple[int, int], float] = {}
+        if focus:
+            sigs, lengths = self._large_block(block, texts)
+            found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor,
+                                  sigs=sigs, lengths=lengths, near=self._near(),
+                                  focus=None if len(focus) == len(block) else focus)
+        if usable and cache is not None:
+            for (a, b), score in cache.pairs.items():
+                if a in position and b in position:
+                    i, j = sorted((position[a], position[b]))
+                    found[(i, j)] = score
+        if not self.opts.warm_caches:
+            return found  # a dry run leaves no cache
+        fresh = self.pairs_found.setdefault(folder.rel, (params, index.PairCache(set(), {})))[1]
+        fresh.covered.update(hashes)
+        fresh.pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in found.items())
+        return found
+
+    def _large_block(self, block: list[Live],
+                     texts: BlockTexts) -> tuple[list[bytes] | None, list[int] | None]:
+        """Signatures and text lengths for a block that finds its candidates by LSH; a small
+        block is scored all-pairs and needs neither (a signature costs more than its pairs)."""
+        if len(block) <= ALL_PAIRS_MAX:
+            return None, None
+        return self._sigs(block, texts), texts.lengths()
+
+    def _pair_params(self, floor: float | None) -> str:
+        from memcli.consolidate import candidates, similar
+
+        return (f"{self.cfg.scorer}|>{self.cfg.content_similarity}|floor={floor}|near={self._near()}"
+                f"|lsh={candidates.DEFAULT_BANDS}x{candidates.DEFAULT_ROWS}|agree={similar.MIN_AGREEMENT}"
+                f"|short={similar.SHORT_TEXT}|sig=oph5")
+
+    def _sigs(self, block: list[Live], texts: Sequence[str]) -> list[bytes]:
+        """The block's signatures: cached by content hash, the missing ones computed in bulk
+        and kept for the folder's cache."""
+        from memcli.consolidate import candidates
+
+        cache = self._folder_sigs(block[0].folder)
+        for item in block:
+            if item.sig is None:
+                item.sig = cache.get(item.mem.content_hash)
+        missing = [n for n, item in enumerate(block) if item.sig is None]
+        for n, sig in zip(missing, candidates.signatures([texts[n] for n in missing]), strict=True):
+            block[n].sig = cache[block[n].mem.content_hash] = sig
+        return [item.sig or b"" for item in block]
+
+    def _guard(self, older: Live, newer: Live) -> str | None:
+        """The first guard that rejects the pair; each text is analysed once a run."""
+        from memcli.consolidate.guards import guard_rejects
+
+        return guard_rejects(self._features(older), self._features(newer))
+
+    def _features(self, item: Live) -> Any:
+        """The memory's text features (guards.TextFeatures), made once a run."""
+        key = item.mem.content_hash
+        if key not in self.features:
+            from memcli.consolidate.guards import TextFeatures
+
+            self.features[key] = TextFeatures(rules.raw_text(item.mem.content))
+        return self.features[key]
+
+    # ------------------------------------------------------------ text similarity, second looks
+
+    def _near(self) -> float:
+        return round(self.cfg.content_similarity - rules.SECOND_LOOK_BAND, 4)
+
+    def _semantic_pairs(self, block: list[Live], texts: BlockTexts, pairs: dict[tuple[int, int], float],
+                        focus: list[int] | None) -> dict[tuple[int, int], float]:
+        """Pairs whose embeddings say they mean the same (cosine), that text similarity alone
+        does not make duplicates; {} without the semantic signal."""
+        if self.vectors is None or len(block) < 2 or focus == []:
+            return {}
+        from memcli.consolidate import semantic
+
+        vectors = self.vectors.get([i.mem.content_hash for i in block],
+                                   lambda n: rules.raw_text(block[n].mem.content))
+        return semantic.meaning_pairs(vectors, pairs, self.cfg.content_similarity, focus=focus)

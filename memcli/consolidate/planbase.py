@@ -1,0 +1,124 @@
+"""The planner's state and the small helpers every rule uses (protection, rewrites, archive
+moves). The rules build on this class, one module per concept (see `planner.Planner`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from memcli.config import Consolidation
+from memcli.consolidate import decisions, review, rules
+from memcli.consolidate.plantypes import Live, RunOptions
+from memcli.store import opsfiles
+from memcli.store.index import SigCache, load_sigs
+from memcli.store.model import Action, FileOp, Memory, Plan, encode, format_ts, new_run_id, sha256
+from memcli.store.store import Folder, Problem, Stamp, Store
+
+
+class PlannerBase:
+    """The simulated store while the rules run; each rule adds actions to the plan."""
+
+    def __init__(self, store: Store, opts: RunOptions, moment: dt.datetime) -> None:
+        self.store = store
+        self.cfg: Consolidation = store.settings.consolidation
+        self.opts = opts
+        self.now = moment
+        self.stamp = format_ts(moment)
+        self.plan = Plan(new_run_id(moment), opts.trigger, self.stamp)
+        self.problems: list[Problem] = []
+        self.live: dict[str, Live] = {}
+        self.state = opsfiles.read_state(store.root)
+        self.had_run = "last_success" in self.state
+        self.queued = review.known_pairs(store.root)
+        self.decisions = decisions.load(store.root)  # SPEC 3.6: what undos reversed stays reversed
+        self.flagged = [list(f.get("ids", [])) for f in self.state.get("flagged", [])]
+        self.taken_names: set[str] = set()
+        self._all_loaded: list[Live] = []
+        self.grey: list[tuple[Live, Live, float, str | None]] = []  # (older, newer, score, guard)
+        self.sigs: dict[str, SigCache] = {}  # per folder: cached and new signatures
+        self.refresh: dict[str, list[str]] = {}  # session_end: folder -> files read or gone
+        self.listings: dict[str, Stamp] = {}  # session_end: stamps to keep (Store._names_since)
+        self.pair_caches: dict[str, Any] = {}  # folder -> index.PairCache loaded (or None)
+        self.pairs_found: dict[str, tuple[str, Any]] = {}  # folder -> (params, index.PairCache) found
+        self._protection: dict[str, str | None] = {}
+        self._lists: dict[str, list[Live]] = {}  # rule -> who it may pick, once merged (_shortlist)
+        self.seen: set[str] = set()  # every id loaded by this run
+        self._loaded = 0
+        from memcli.recall import uses
+
+        self.uses = uses.pending(store.root)  # rules 3.3/3.4 see pending uses too (SPEC 10)
+        self.features: dict[str, Any] = {}  # content hash -> guards.TextFeatures, made once a run
+        self.vectors = self._semantic_cache()  # semantic.VectorCache when the signal is on
+        self._meaning: dict[str, float] = {}  # member id -> cosine, for members merged by meaning
+
+    def _semantic_cache(self) -> Any:
+        if not self.cfg.semantic:
+            return None
+        from memcli.consolidate import semantic
+
+        if not semantic.available():
+            self.plan.notes.append(semantic.NOT_INSTALLED)
+            return None
+        return semantic.VectorCache(self.store.root)
+
+    def _with_uses(self, mem: Memory) -> Memory:
+        """The memory as the rules see it: pending uses added to its facts (not its file)."""
+        if not self.uses:
+            return mem
+        from memcli.recall import uses
+
+        return uses.with_pending(mem, self.uses)
+
+    def _folder_sigs(self, folder: Folder) -> SigCache:
+        if folder.rel not in self.sigs:
+            self.sigs[folder.rel] = load_sigs(folder.path)
+        return self.sigs[folder.rel]
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        if self.opts.progress is not None:
+            self.opts.progress(stage, done, total)
+
+    # ------------------------------------------------------------ helpers
+
+    def protected(self, item: Live) -> str | None:
+        """Why the memory is protected (computed once; a rewrite computes it again)."""
+        mem_id = item.mem.id
+        if mem_id not in self._protection:
+            self._protection[mem_id] = rules.protection_reason(item.mem, self.now, self.cfg,
+                                                               self.opts.consent)
+        return self._protection[mem_id]
+
+    def eligible(self, item: Live) -> bool:
+        """Takes part in the rules at all, and is in this run's scope."""
+        in_scope = item.changed or self.opts.trigger != "session_end"
+        return in_scope and rules.takes_part(item.mem) and item.mem.id in self.live
+
+    def rewrite(self, item: Live, data: dict[str, Any]) -> FileOp:
+        """Plan a rewrite of a live memory in its own format; the simulated store follows."""
+        raw = encode(data, item.mem.fmt)
+        op = FileOp("write", item.rel, item.mem.content_hash, raw)  # the hash it has at this point
+        item.mem = self._with_uses(Memory(data, item.mem.path, item.mem.fmt, sha256(raw)))
+        self._protection.pop(item.mem.id, None)
+        return op
+
+    def archive_ops(self, item: Live, data: dict[str, Any]) -> list[FileOp]:
+        """Plan the move of a memory into archive/ (whole, with the archive fields)."""
+        raw = encode(data, item.mem.fmt)
+        dest = self._archive_name(item.mem.id, item.mem.fmt)
+        ops = [FileOp("create", dest, None, raw), FileOp("remove", item.rel, item.mem.content_hash)]
+        del self.live[item.mem.id]
+        return ops
+
+    def _archive_name(self, mem_id: str, fmt: str) -> str:
+        name = f"{mem_id}.{fmt}"
+        if (self.store.archive / name).exists() or name in self.taken_names:
+            name = f"{mem_id}@{self.plan.run_id}.{fmt}"
+        self.taken_names.add(name)
+        return f"archive/{name}"
+
+    def add(self, action: Action) -> None:
+        self.plan.actions.append(action)
+    def _archived(self, item: Live, reason: str, superseded_by: str | None = None) -> dict[str, Any]:
+        return rules.archived_record(item.mem.data, reason=reason, folder=item.folder.rel,
+                                     run_id=self.plan.run_id, stamp=self.stamp,
+                                     superseded_by=superseded_by)
