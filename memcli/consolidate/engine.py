@@ -361,7 +361,7 @@ class Planner:
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
         for position, folder in enumerate(folders):
-            scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.path))
+            scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.cache()))
             self.problems += scan.problems
             cache, run_hashes = self._folder_sigs(folder), scan.run_hashes
             for mem_id in sorted(scan.memories):
@@ -378,7 +378,7 @@ class Planner:
         candidates (found from cached signatures), so the cost follows the changes."""
         stamps = since.stamps(self.state.get("listings"))
         for folder in self.store.memory_folders():
-            snap = index.load_lastrun(folder.path)
+            snap = index.load_lastrun(folder.cache())
             scan = (self.store.scan(folder, load=False) if snap is None
                     else self.store.scan_since(folder, snap, stamps.get(folder.rel)))
             if scan.stamp is not None:
@@ -408,7 +408,7 @@ class Planner:
 
     def _folder_sigs(self, folder: Folder) -> SigCache:
         if folder.rel not in self.sigs:
-            self.sigs[folder.rel] = load_sigs(folder.path)
+            self.sigs[folder.rel] = load_sigs(folder.cache())
         return self.sigs[folder.rel]
 
     def _scope_folders(self) -> list[Folder]:
@@ -548,7 +548,7 @@ class Planner:
         folder = block[0].folder
         params = self._pair_params(floor)
         if folder.rel not in self.pair_caches:
-            self.pair_caches[folder.rel] = index.load_pairs(folder.path, params)
+            self.pair_caches[folder.rel] = index.load_pairs(folder.cache(), params)
         cache = self.pair_caches[folder.rel]
         hashes = [item.mem.content_hash for item in block]
         position = {h: n for n, h in enumerate(hashes)}
