@@ -81,7 +81,7 @@ class FolderLoading(PlannerBase):
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
         for position, folder in enumerate(folders):
-            scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.path))
+            scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.cache()))
             self.problems += scan.problems
             cache, run_hashes = self._folder_sigs(folder), scan.run_hashes
             for mem_id in sorted(scan.memories):
@@ -98,7 +98,7 @@ class FolderLoading(PlannerBase):
         candidates (found from cached signatures), so the cost follows the changes."""
         stamps = since.stamps(self.state.get("listings"))
         for folder in self.store.memory_folders():
-            snap = index.load_lastrun(folder.path)
+            snap = index.load_lastrun(folder.cache())
             scan = (self.store.scan(folder, load=False) if snap is None
                     else self.store.scan_since(folder, snap, stamps.get(folder.rel)))
             if scan.stamp is not None:

@@ -78,7 +78,7 @@ class PairSearch(FolderLoading):
         folder = block[0].folder
         params = self._pair_params(floor)
         if folder.rel not in self.pair_caches:
-            self.pair_caches[folder.rel] = index.load_pairs(folder.path, params)
+            self.pair_caches[folder.rel] = index.load_pairs(folder.cache(), params)
         cache = self.pair_caches[folder.rel]
         hashes = [item.mem.content_hash for item in block]
         position = {h: n for n, h in enumerate(hashes)}

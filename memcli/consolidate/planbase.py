@@ -71,7 +71,7 @@ class PlannerBase:
 
     def _folder_sigs(self, folder: Folder) -> SigCache:
         if folder.rel not in self.sigs:
-            self.sigs[folder.rel] = load_sigs(folder.path)
+            self.sigs[folder.rel] = load_sigs(folder.cache())
         return self.sigs[folder.rel]
 
     def _progress(self, stage: str, done: int, total: int) -> None:

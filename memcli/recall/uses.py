@@ -534,7 +534,7 @@ def _carry_snapshot(folder: Any, carried: dict[str, tuple[str, str]]) -> None:
 
     if folder.scope == "archive":
         return
-    snap = index.load_lastrun(folder.path)
+    snap = index.load_lastrun(folder.cache())
     if snap is None:
         return
     fresh: list[dict[str, Any]] = []
@@ -552,7 +552,7 @@ def _carry_snapshot(folder: Any, carried: dict[str, tuple[str, str]]) -> None:
                       "content_hash": after if old_hash == before else old_hash,
                       "type": block[0], "subtype": block[1]})
     if fresh:
-        index.update_lastrun(folder.path, snap, {f["file"] for f in fresh}, fresh)
+        index.update_lastrun(folder.cache(create=True), snap, {f["file"] for f in fresh}, fresh)
 
 
 # ---------------------------------------------------------------- undo: folded uses since a run

@@ -42,7 +42,7 @@ def save_pair_caches(store: Store, pairs: dict[str, tuple[str, Any]]) -> None:
     for rel, (params, found) in pairs.items():
         folder = store.folder_by_rel(rel)
         if folder is not None and folder.path.is_dir():
-            index.save_pairs(folder.path, params, found)
+            index.save_pairs(folder.cache(create=True), params, found)
 
 
 def save_sig_caches(store: Store, sigs: dict[str, SigCache], hashes: dict[str, set[str] | None]) -> None:
@@ -55,9 +55,9 @@ def save_sig_caches(store: Store, sigs: dict[str, SigCache], hashes: dict[str, s
             continue
         if current is None:  # nothing can be dropped: only add what is new
             if cache.added:
-                index.add_sigs(folder.path, cache.added)
+                index.add_sigs(folder.cache(create=True), cache.added)
             continue
         loaded = cache.loaded()
         kept = {h: s for h, s in {**loaded, **cache.added}.items() if h in current}
-        if kept.keys() != loaded.keys() or not (folder.path / index.SIG_NAME).exists():
-            index.save_sigs(folder.path, kept)
+        if kept.keys() != loaded.keys() or not (folder.cache() / index.SIG_NAME).exists():
+            index.save_sigs(folder.cache(create=True), kept)

@@ -10,7 +10,8 @@ archived), `ops_unreadable` (log, state or review queue does not parse), and the
 bad input: `unreadable`, `invalid`, `symlink`, `too_large`, `bad_file`. Warnings:
 `no_timezone`, `archived_and_live` (an id live and archived at once), `archive_fields` (an
 archived record lacking one of the four archive fields), `bad_folder` (something under agent/
-or team/ that is not a memory folder, so memcli never looks inside). Only what needs no guessing is fixed.
+or team/ that is not a memory folder, so memcli never looks inside), `stray_file` (a file in a
+memory folder that is neither a memory nor `_index.json`; `--fix` moves an old cache to `.cache/`). Only what needs no guessing is fixed.
 
 Hostile input (SPEC 8) has its own errors: `unsafe_folder` (a top-level folder that is a
 symlink or not a folder, or a lock file that is not a regular file: every other command
@@ -33,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from memcli.errors import MemcliError
-from memcli.store import fsops, index, journal, log, opsfiles
-from memcli.store.model import fmt_of
+from memcli.store import cache, fsops, index, journal, log, opsfiles
+from memcli.store.model import fmt_of, is_valid_id
 from memcli.store.store import FolderScan, Store, StoreScan, is_valid_scope_id
 
 _ARCHIVE_KEYS = {"archived_at": "archived_at", "archive_reason": "reason",  # record -> index
@@ -98,7 +99,7 @@ def check(store: Store, writer_active: bool = False) -> list[Finding]:
     if "ops" not in unsafe:  # nothing behind a linked ops/ is read
         layout += check_ops_files(store) + check_leftovers(store, writer_active)
     found = layout
-    found += check_folders(store)
+    found += check_folders(store) + check_stray(store)
     scan = store.scan_all(load=True, archive=True)  # (never behind an unsafe top-level folder)
     found += [_from_problem(p) for p in scan.problems if p.code not in _SCAN_OWN_CODES]
     found += check_twins(store, scan)
@@ -123,6 +124,7 @@ def _recover(store: Store) -> list[str]:
         return [f"could not recover an interrupted run: {exc}"]
     from memcli.recall import uses
 
+    notes += store.migrate_caches()
     notes += uses.fold_safely(store)  # pending uses, as every command holding the lock does
     removed = journal.remove_tmp_files(store)  # the whole store: doctor looks everywhere
     return notes + ([f"removed {removed} temporary file(s) left by an interrupted write"] if removed else [])
@@ -209,6 +211,42 @@ def check_folders(store: Store) -> list[Finding]:
                                      f"not a {scope} folder (a plain folder named with letters, digits, "
                                      "'.', '_', '-'): memcli ignores it and any memory in it"))
     return found
+
+
+def check_stray(store: Store) -> list[Finding]:
+    """Files in a memory folder (or archive/) that are neither a memory nor `_index.json`:
+    a folder holds only those (SPEC 1), so that it diffs and merges as its memories alone.
+    A cache an older memcli kept there is moved to `.cache/` by `--fix` (and by the next
+    writing command); anything else is left for a person to move."""
+    found = []
+    for folder in [*store.memory_folders(), store.archive_folder()]:
+        try:
+            names = sorted(os.listdir(folder.path)) if store.real_dir(folder.path) else []
+        except OSError:
+            continue  # an unreadable folder is reported by the scan
+        for name in names:
+            if name == index.INDEX_NAME or _memory_name(name, folder.scope == "archive") or (
+                    name.startswith(".") and name.endswith(fsops.TMP_SUFFIX)):  # tmp: check_leftovers
+                continue
+            if folder.scope == "archive" and name == "runs" and store.real_dir(folder.path / name):
+                continue
+            rel = store.rel(folder.path / name)
+            if name in cache.LEGACY_NAMES:
+                found.append(Finding("stray_file", rel, "warning", "a cache an older memcli kept beside the "
+                                     "memories; --fix (or the next writing command) moves it into .cache/"))
+            else:
+                found.append(Finding("stray_file", rel, "warning", "not a memory file: a memory folder holds "
+                                     "only memories and _index.json; memcli ignores it, move it elsewhere"))
+    return found
+
+
+def _memory_name(name: str, archive: bool) -> bool:
+    stem, dot, ext = name.rpartition(".")
+    if not dot or ext not in ("json", "md"):
+        return False
+    if archive:
+        stem = stem.split("@", 1)[0]
+    return is_valid_id(stem)
 
 
 # ---------------------------------------------------------------- files and indices

@@ -295,7 +295,7 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
     if refresh_run_hash or scan.drift:
         store.save_index(folder, scan.entries)
     if refresh_run_hash and folder.scope != "archive":
-        index.save_lastrun(folder.path, scan.entries)
+        index.save_lastrun(folder.cache(create=True), scan.entries)
     return {e["content_hash"] for e in scan.entries}
 
 
@@ -306,14 +306,14 @@ def _update_folder(store: Store, rel: str, names: list[str], covered: bool) -> b
     folder = store.folder_by_rel(rel)
     if folder is None:
         return False
-    snap = index.load_lastrun(folder.path) if covered and folder.scope != "archive" else None
+    snap = index.load_lastrun(folder.cache()) if covered and folder.scope != "archive" else None
     if covered and folder.scope != "archive" and snap is None:
         return False
     fresh = store.splice_entries(folder, names, run_hash_now=covered)
     if fresh is None:
         return False
     if snap is not None:
-        index.update_lastrun(folder.path, snap, set(names), fresh)
+        index.update_lastrun(folder.cache(create=True), snap, set(names), fresh)
     return True
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from memcli.config import Settings, load_settings
 from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError, UnsafePathError
-from memcli.store import fsops, index, locate
+from memcli.store import cache, fsops, index, locate
 from memcli.store.index import Snapshot
 from memcli.store.locate import OPS_MARKERS  # noqa: F401  (re-exported)
 from memcli.store.model import Memory, decode, fmt_of, is_valid_id, now, sha256, validate
@@ -65,6 +65,11 @@ class Folder:
     @cached_property
     def rel(self) -> str:
         return self.scope if self.scope in ("global", "archive") else f"{self.scope}/{self.scope_id}"
+
+    def cache(self, create: bool = False) -> Path:
+        """Where this folder's derived files live (`.cache/folders/<rel>`, SPEC 1): never
+        beside its memories."""
+        return cache.folder_cache(self.path, self.rel, create)
 
 
 @dataclass
@@ -626,7 +631,14 @@ class Store:
         from memcli.store import journal  # journal builds on the store
 
         with self.lock(wait):
-            yield journal.recover(self) + uses.fold_safely(self)
+            yield journal.recover(self) + self.migrate_caches() + uses.fold_safely(self)
+
+    def migrate_caches(self) -> list[str]:
+        """Move the caches an older memcli kept beside the memories to `.cache/` (SPEC 1);
+        the caller holds the lock. Returns what was done, for people."""
+        folders = [*self.memory_folders(), self.archive_folder()]
+        moved = cache.migrate_folder_caches(self.root, [(f.path, f.rel) for f in folders if self.real_dir(f.path)])
+        return [f"moved {moved} cache file(s) from the memory folders into .cache/"] if moved else []
 
     @contextmanager
     def lock(self, wait: float) -> Iterator[None]:

@@ -379,7 +379,7 @@ def test_session_end_looks_only_at_changes_since_the_last_run(store: Path, monke
 def test_session_end_without_a_snapshot_uses_the_index(store: Path) -> None:
     old = add(store, summary=DUP, created_at=days_ago(40))
     run(store)
-    (store / "agent" / "coder" / "_lastrun.bin").unlink()
+    (store / ".cache" / "folders" / "agent" / "coder" / "_lastrun.bin").unlink()
     new = add(store, summary=DUP + " again", created_at=days_ago(10))
     out = run(store, trigger="session_end")
     assert plain(out.actions) == [{"type": "merge", "source_ids": [old["id"], new["id"]], "result_id": new["id"]}]

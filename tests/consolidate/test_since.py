@@ -28,7 +28,7 @@ def scan_after_a_run(store: Path, kinds: list[str], new_kind: str) -> tuple[obje
     new = add(store, type=new_kind, subtype="x")
     s = Store(store)
     folder = s.folder("agent", "coder")
-    snap = index.load_lastrun(folder.path)
+    snap = index.load_lastrun(folder.cache())
     assert snap is not None
     return s.scan_since(folder, snap), new
 
@@ -74,7 +74,7 @@ def test_a_large_block_gives_the_changed_memory_and_its_candidates_only(store: P
     new = add(store, type="semantic", subtype="x", summary=text + " today")
     s = Store(store)
     folder = s.folder("agent", "coder")
-    snap = index.load_lastrun(folder.path)
+    snap = index.load_lastrun(folder.cache())
     assert snap is not None
     scan = s.scan_since(folder, snap)
     rows = since.focus_rows(scan, {new["id"]})
@@ -85,7 +85,7 @@ def test_a_large_block_gives_the_changed_memory_and_its_candidates_only(store: P
         read.append(row.id)
         return scan.memories.get(row.id) or s.read_memory(folder.path / row.file, folder)
 
-    cache = index.load_sigs(folder.path)
+    cache = index.load_sigs(folder.cache())
     needed = since.with_candidates(rows, {new["id"]}, cache, reader)
     assert {old["id"], new["id"]} <= set(needed) and len(needed) < len(rows) // 2
     assert read == [new["id"]] and list(cache.added) == [scan.memories[new["id"]].content_hash]

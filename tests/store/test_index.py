@@ -23,6 +23,11 @@ MOMENT = parse_ts(NOW)[0]
 DUP = "Restart the payments worker after every config change to the staging cluster"
 
 
+def cached(store: Path, rel: str) -> Path:
+    """Where a memory folder's caches live: under .cache/, never beside the memories."""
+    return store / ".cache" / "folders" / rel
+
+
 def entry(mem_id: str, file: str, n: int) -> dict[str, Any]:
     return {"id": mem_id, "file": file, "type": "semantic", "subtype": "fact", "tags": [f"t{n}", 'q"uote'],
             "summary": f'{{"id":"mem_fake","file":"x"}} {n}', "size": n, "mtime_ns": n * 7,
@@ -149,7 +154,7 @@ def test_session_end_updates_indices_as_a_rebuild_would(store: Path, monkeypatch
         assert saved == full_index(store, rel), rel
     entries = {e["id"]: e for e in orjson.loads((store / "agent/coder" / index.INDEX_NAME).read_bytes())["entries"]}
     assert entries[hand["id"]]["run_hash"] == entries[hand["id"]]["content_hash"]
-    snap = index.load_lastrun(store / "agent" / "coder")
+    snap = index.load_lastrun(cached(store, "agent/coder"))
     assert snap is not None and snap.names == sorted(p.name for p in (store / "agent" / "coder").glob("mem_*"))
 
 
@@ -158,7 +163,7 @@ def test_session_end_rereads_a_same_size_edit_as_new_as_the_snapshot(store: Path
     engine.consolidate(Store(store))
     folder = store / "agent" / "coder"
     path = folder / f"{data['id']}.json"
-    written = os.stat(folder / index.LASTRUN_NAME).st_mtime_ns
+    written = os.stat(cached(store, "agent/coder") / index.LASTRUN_NAME).st_mtime_ns
     before = path.stat()
     write_memory(store, {**data, "access_count": 0})  # "3" -> "0": same size
     assert path.stat().st_size == before.st_size
@@ -198,7 +203,7 @@ def test_session_end_lists_a_folder_again_only_when_its_mtime_moved(
     assert "agent/coder" not in listings(store)  # changed a moment ago: no stamp yet
     stamp = age_folder(folder)
     engine.consolidate(Store(store), trigger="session_end")
-    written = os.stat(folder / index.LASTRUN_NAME).st_mtime_ns
+    written = os.stat(cached(store, "agent/coder") / index.LASTRUN_NAME).st_mtime_ns
     assert listings(store)["agent/coder"] == [stamp, written]
     listed: list[str] = []
     real_listdir = os.listdir
@@ -263,11 +268,11 @@ def big_block(store: Path, n: int = 60) -> None:
 def test_a_run_with_the_pair_cache_plans_what_a_run_without_it_plans(store: Path) -> None:
     big_block(store)
     engine.consolidate(Store(store))  # merges the restatements, leaves _pairs.json behind
-    assert (store / "agent" / "coder" / index.PAIRS_NAME).exists()
+    assert (cached(store, "agent/coder") / index.PAIRS_NAME).exists()
     for text in PLANTED[:2]:
         add(store, summary=text + " again", tags=["ops"], created_at=days_ago(8))
     with_cache = engine.consolidate(Store(store), dry_run=True)
-    (store / "agent" / "coder" / index.PAIRS_NAME).unlink()
+    (cached(store, "agent/coder") / index.PAIRS_NAME).unlink()
     without = engine.consolidate(Store(store), dry_run=True)
     assert with_cache.actions == without.actions and any(a["type"] == "merge" for a in with_cache.actions)
 
@@ -277,7 +282,7 @@ def test_a_run_with_the_pair_cache_plans_what_a_run_without_it_plans(store: Path
 def test_a_damaged_or_foreign_pair_cache_is_no_cache(store: Path, damage: bytes) -> None:
     big_block(store)
     engine.consolidate(Store(store))
-    path = store / "agent" / "coder" / index.PAIRS_NAME
+    path = cached(store, "agent/coder") / index.PAIRS_NAME
     params = orjson.loads(path.read_bytes())["params"]
     assert index.load_pairs(path.parent, params) is not None
     path.write_bytes(damage)
@@ -291,7 +296,7 @@ def test_a_full_run_covers_the_folder_its_promotions_create(store: Path) -> None
         summary="Always ask for two reviewers on schema changes")
     engine.consolidate(Store(store))
     team = store / "team" / "backend"
-    assert (team / index.LASTRUN_NAME).exists() and len(list(team.glob("mem_*"))) == 1
+    assert (cached(store, "team/backend") / index.LASTRUN_NAME).exists() and len(list(team.glob("mem_*"))) == 1
     add(store, summary="a note written in this session", created_at=days_ago(8))
     planning = engine.plan(Store(store), engine.RunOptions(trigger="session_end"), engine.now())
     assert planning.plan.covered == ["agent/coder"]  # the promoted copy is not looked at again
@@ -310,7 +315,7 @@ def test_the_pair_cache_a_real_run_leaves_covers_what_it_rewrote(store: Path,
     again = engine.consolidate(Store(store), dry_run=True)
     assert compared == [] and not [a for a in again.actions if a["type"] == "merge"]
     monkeypatch.undo()
-    (store / "agent" / "coder" / index.PAIRS_NAME).unlink()
+    (cached(store, "agent/coder") / index.PAIRS_NAME).unlink()
     assert engine.consolidate(Store(store), dry_run=True).actions == again.actions
 
 
@@ -319,7 +324,7 @@ def test_the_file_list_by_difference_with_the_snapshot_is_memory_names(store: Pa
     engine.consolidate(Store(store))
     s = Store(store)
     folder = s.folder("agent", "coder")
-    snap = index.load_lastrun(folder.path)
+    snap = index.load_lastrun(folder.cache())
     assert snap is not None and s._names_since(folder, snap, None)[0] == s.memory_names(folder) == snap.names
     (folder.path / "notes.txt").write_text("not a memory")
     (folder.path / ".hidden.json").write_text("{}")
