@@ -97,8 +97,11 @@ class Planning:
 def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
                 limit: int | None = None, consent: bool = False, llm: bool | None = None,
                 folders: list[Folder] | None = None, wait: float = 10.0,
-                progress: Progress | None = None, plan_out: Path | None = None) -> Outcome:
-    """One consolidation run: plan, then (unless a dry run) apply under the store lock."""
+                progress: Progress | None = None, plan_out: Path | None = None,
+                confirm: Callable[[Outcome], bool] | None = None) -> Outcome:
+    """One consolidation run: plan, then (unless a dry run) apply under the store lock.
+    `confirm(preview)`, when given, sees the plan before it is applied; False cancels the
+    run (MemcliError, nothing written)."""
     opts = RunOptions(trigger, limit, consent, folders, progress=progress)
     notes = _attach_llm(store, opts, llm)
     if dry_run or plan_out is not None:
@@ -115,7 +118,9 @@ def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
             from memcli.consolidate import llm_bridge
 
             planning.state_extra.update(llm_bridge.state_update(store, opts.judge))
-        return apply(store, planning)
+        if confirm is not None and not confirm(preview(planning)):
+            raise MemcliError("cancelled: nothing was written")
+        return apply(store, planning, progress)
 
 
 def _attach_llm(store: Store, opts: RunOptions, llm: bool | None) -> list[str]:
@@ -149,10 +154,13 @@ def _pending_note(store: Store) -> list[str]:
 
 def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     """Decide every action of a run at `moment`, in rule order, over a simulated store."""
+    started = time.monotonic()
     planner = Planner(store, opts, moment)
     with _gc_paused():
         planner.run()
     planner.apply_limit()
+    planner.plan.protected = dict(sorted(planner.protected_counts.items()))
+    planner.plan.plan_ms = int((time.monotonic() - started) * 1000)
     return Planning(planner.plan, planner.problems, planner.sigs, planner.refresh,
                     planner.listings if opts.trigger == "session_end" else None, planner.pairs_found,
                     vectors=planner.vectors if opts.warm_caches else None)
@@ -211,6 +219,7 @@ class Planner:
         self.features: dict[str, Any] = {}  # content hash -> guards.TextFeatures, made once a run
         self.vectors = self._semantic_cache()  # semantic.VectorCache when the signal is on
         self._meaning: dict[str, float] = {}  # member id -> cosine, for members merged by meaning
+        self.protected_counts: dict[str, int] = {}  # reason -> memories of the scope it protects
 
     # ------------------------------------------------------------ loading
 
@@ -222,6 +231,7 @@ class Planner:
         if self.opts.trigger == "session_end":
             self.load()
             self._apply_rules()
+            self._count_protected()
             self._sign_rewritten()
         else:
             folders = self._scope_folders()
@@ -253,7 +263,16 @@ class Planner:
         if "archive" in wanted:
             self.archive_stale()
 
+    def _count_protected(self) -> None:
+        """How many memories of the run's scope are protected, by reason (for the report)."""
+        for item in self._all_loaded:
+            if (item.changed or self.opts.trigger != "session_end") and rules.takes_part(item.mem):
+                reason = self.protected(item)
+                if reason:
+                    self.protected_counts[reason] = self.protected_counts.get(reason, 0) + 1
+
     def _release(self) -> None:
+        self._count_protected()
         self._sign_rewritten()
         self._cover_rewritten()
         self.features.clear()
@@ -988,12 +1007,12 @@ def _file_count(folder: Folder) -> int:
 # ---------------------------------------------------------------- applying and reporting
 
 
-def apply(store: Store, planning: Planning) -> Outcome:
+def apply(store: Store, planning: Planning, progress: Progress | None = None) -> Outcome:
     """Execute a plan (the caller holds the lock), then log it and update the store's state."""
     started = time.monotonic()
     plan = planning.plan
     opsfiles.preflight(store.root)  # an ops file of the wrong shape stops the run before any change
-    applied = journal.execute(store, plan)
+    applied = journal.execute(store, plan, progress)
     outcome = _outcome(plan, applied.actions, applied.skips, started)
     outcome.notes += [_skip_note(skip) for skip in applied.skips if skip["reason"] in _SKIP_NOTES]
     try:
@@ -1047,13 +1066,16 @@ def _problem_notes(problems: list[Problem]) -> list[str]:
 
 def preview(planning: Planning) -> Outcome:
     """What a real run at the same moment would do; writes nothing."""
-    outcome = _outcome(planning.plan, planning.plan.actions, [], time.monotonic())
+    outcome = _outcome(planning.plan, planning.plan.actions, [], None)
     outcome.dry_run = True
     outcome.notes += _problem_notes(planning.problems)
     return outcome
 
 
-def _outcome(plan: Plan, actions: list[Action], skips: list[dict[str, Any]], started: float) -> Outcome:
+def _outcome(plan: Plan, actions: list[Action], skips: list[dict[str, Any]],
+             started: float | None) -> Outcome:
+    """The run's report. Durations: planning, applying (0 for a dry run, or when `started`
+    is None) and both (`duration_ms`)."""
     logged = [a.log for a in actions] + skips
     merged = sum(len(a.log["source_ids"]) - 1 for a in actions if a.type == "merge")
     created = sum(1 for a in actions if a.type == "promote")
@@ -1064,10 +1086,12 @@ def _outcome(plan: Plan, actions: list[Action], skips: list[dict[str, Any]], sta
              "flagged": sum(1 for a in actions if a.type == "flag"), "skipped": len(skips),
              "deferred": len(plan.deferred),
              "memory_count": plan.memory_count - merged - archived + created,
-             "duration_ms": int((time.monotonic() - started) * 1000)}
+             "protected": sum(plan.protected.values())}
+    apply_ms = 0 if started is None else int((time.monotonic() - started) * 1000)
+    stats.update(plan_ms=plan.plan_ms, apply_ms=apply_ms, duration_ms=plan.plan_ms + apply_ms)
     return Outcome(plan.run_id, plan.trigger, plan.at, logged, stats,
                    deferred=[a.log for a in plan.deferred], notes=list(plan.notes),
-                   whys=[a.why for a in actions])
+                   whys=[a.why for a in actions], protected=dict(plan.protected))
 
 
 def write_plan_file(path: Path, plan: Plan) -> None:
