@@ -7,6 +7,7 @@ fast, and each command imports what it needs when it runs.
 from __future__ import annotations
 
 import errno
+import inspect
 import os
 import sys
 from dataclasses import dataclass
@@ -67,16 +68,44 @@ def wants_json(args: list[str]) -> bool:
 
 
 class MemcliCommand(TyperCommand):
-    """A command whose --help also lists the common options, which it accepts too."""
+    """A command whose --help also lists the common options, which it accepts too, and
+    keeps its examples as written (click would reflow them into one paragraph)."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        paragraphs = inspect.cleandoc(self.help or "").split("\n\n")
+        # click leaves a paragraph alone when it starts with \b: examples are commands to paste
+        self.help = "\n\n".join("\b\n" + p if p.startswith("Example") and not p.startswith("\b") else p
+                                for p in paragraphs)
+        super().format_help_text(ctx, formatter)
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        readable_metavars(self)
         super().format_options(ctx, formatter)
-        with formatter.section("Common options (before or after the command)"):
-            formatter.write_dl(list(COMMON_HELP))
+        common_section(formatter)
+
+
+def common_section(formatter: click.HelpFormatter) -> None:
+    with formatter.section("Common options (before or after the command)"):
+        formatter.write_dl(list(COMMON_HELP))
+
+
+def readable_metavars(cmd: click.Command) -> None:
+    """Help that reads `--agent AGENT` and `RUN_ID`, not typer's `--agent <str>` and
+    `RUN_ID <str>`: an option without a metavar is named after itself; an argument's name
+    says enough."""
+    for param in cmd.params:
+        if param.param_type_name == "argument":
+            param.display_type_rich = lambda ctx: None  # type: ignore[attr-defined,method-assign,unused-ignore]
+        elif not getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = (param.name or "value").upper()
 
 
 class MemcliSubGroup(TyperGroup):
     """`memcli review`, `hook`, `install`: their commands list the common options too."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_options(ctx, formatter)
+        common_section(formatter)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return _with_common_help(super().get_command(ctx, cmd_name))

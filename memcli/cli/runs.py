@@ -92,11 +92,16 @@ def _confirmer(store: Store, o: Opts, yes: bool) -> Any:
             return True
         sys.stderr.write("warning: this run moves more than half of a folder's live memories to the "
                          "archive:\n" + "".join(f"  {w}\n" for w in warnings))
-        if yes or not (sys.stdin.isatty() and sys.stderr.isatty()):
+        if yes or not interactive():
             return True
         return bool(typer.confirm("Go ahead? (undo puts everything back)", default=False, err=True))
 
     return confirm
+
+
+def interactive() -> bool:
+    """Whether a person can answer a question (stdin and stderr are a terminal)."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
 
 
 @app.command("apply")

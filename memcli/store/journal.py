@@ -148,6 +148,8 @@ def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str],
             if progress is not None and done % 32 == 0:
                 progress("applying", done, total)
         applied.actions.append(action)
+    if progress is not None:
+        progress("applying", done, total)
     applied.manifest = _manifest(store, plan.run_id, before, seen)
     return applied
 
