@@ -136,6 +136,13 @@ class MemcliGroup(TyperGroup):
             code = super().main(argv, prog_name, complete_var, standalone_mode=False,
                                 windows_expand_args=windows_expand_args, **extra)
             sys.stdout.flush()
+        except click.exceptions.NoArgsIsHelpError as exc:  # `memcli review`: its help, not an error
+            if wants_json(argv):
+                emit_json({"error": "missing command (see --help)"})
+                code = 2
+            else:
+                sys.stdout.write(exc.format_message() + "\n")
+                code = 0
         except click.exceptions.ClickException as exc:
             if wants_json(argv):
                 emit_json({"error": exc.format_message()})

@@ -286,7 +286,7 @@ def _local(stamp: str | None) -> str:
 
 def _pass_state(data: dict[str, Any], o: Opts) -> str:
     if data.get("overdue"):
-        return f"OVERDUE ({o.hint('tick')} runs it)"
+        return f"overdue ({o.hint('tick')} runs it)"
     if data.get("never_run"):
         return f"not run yet ({o.hint('tick')} runs the first one)"
     return "up to date"
@@ -298,7 +298,7 @@ def _render_status(data: dict[str, Any], o: Opts) -> None:
     from memcli.cli.report import wrap
 
     cols = width()
-    out = wrap(f"Store: {data['store']}", cols)
+    out = [f"Store: {data['store']}"]  # one line however long: a path to copy
     out.append("Last runs (local time):")
     for trigger, run in data["runs"].items():
         out += wrap(f"{trigger:<15} {_local(run.get('at')) if run else 'never'}"
@@ -325,17 +325,14 @@ def _render_status(data: dict[str, Any], o: Opts) -> None:
 
 
 def _health_lines(data: dict[str, Any], cols: int) -> list[str]:
-    from memcli.cli.report import wrap
-
+    """Lines as they are, not wrapped: they quote ops/hook.log and ops/cron.log."""
     hooks = data["hooks"]
     start = hooks["last_start"]
-    out = wrap("Hooks: no hook has run yet (ops/hook.log is empty or missing)" if start is None else
-               f"Hooks: last start {_local(start['at'])} ({start['event']}): {hooks['result']['message']}",
-               cols)
+    out = ["Hooks: no hook has run yet (ops/hook.log is empty or missing)" if start is None else
+           f"Hooks: last start {_local(start['at'])} ({start['event']}): {hooks['result']['message']}"]
     error = hooks["last_error"]
     line = f"Last hook error: {_local(error['at'])}: {error['message']}" if error else "Last hook error: none"
-    out += wrap(line + (f" ({hooks['warnings']} warning(s) in ops/hook.log)" if hooks["warnings"] else ""),
-                cols)
+    out.append(line + (f" ({hooks['warnings']} warning(s) in ops/hook.log)" if hooks["warnings"] else ""))
     scheduled = data["scheduled"]
     weekly = scheduled["weekly"]
     line = (f"Scheduled runs: the weekly pass last ran {_local(weekly.get('at'))} ({weekly.get('run_id')})"
@@ -345,7 +342,7 @@ def _health_lines(data: dict[str, Any], cols: int) -> list[str]:
         line += f"; ops/cron.log last written {_local(cron['modified'])}"
         if cron["last_line"]:
             line += f", last line: {cron['last_line']}"
-    return out + wrap(line, cols)
+    return out + [line]
 
 
 def _indexes_lines(data: dict[str, Any], cols: int) -> list[str]:

@@ -35,7 +35,8 @@ def undo(ctx: typer.Context, run_id: str = typer.Argument(
 
     o = opts(ctx)
     store = o.open_store()
-    run_id = history.resolve_run_id(run_id, [str(e.get("run_id")) for e in log.read_entries(store.root)])
+    run_id = history.resolve_run_id(run_id, [str(e.get("run_id")) for e in log.read_entries(store.root)],
+                                    missing_ok=True)  # undo says why an unknown run cannot be undone
     with Progress(o.json or o.quiet) as progress:
         outcome = undo_core.undo_run(store, run_id, o.wait, progress)
     restored = next(a["files_restored"] for a in outcome.actions if a.get("type") == "undo")
@@ -66,7 +67,7 @@ def restore(ctx: typer.Context, mem_id: str = typer.Argument(
 
     o = opts(ctx)
     store = o.open_store()
-    mem_id = memories.resolve_id(store, mem_id)
+    mem_id = memories.resolve_id(store, mem_id, missing_ok=True)  # restore says what it could not find
     outcome = undo_core.restore_memory(store, mem_id, o.wait)
     action = next(a for a in outcome.actions if a.get("type") == "restore")
     _render(outcome, o, f"Restored {mem_id} to {action['to']}")

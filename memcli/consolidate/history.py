@@ -32,9 +32,10 @@ def recent_runs(store: Store, last: int, run_id: str | None = None) -> list[dict
     return [{**e, "undone_by": undone.get(str(e.get("run_id")))} for e in found]
 
 
-def resolve_run_id(text: str, known: list[str]) -> str:
+def resolve_run_id(text: str, known: list[str], missing_ok: bool = False) -> str:
     """The run id that `text` names: itself, or a unique prefix of one (with or without
-    `run_`); an ambiguous prefix is an error listing the candidates."""
+    `run_`); an ambiguous prefix is an error listing the candidates. Nothing matching:
+    NotFoundError, or (`missing_ok`) the id as given, for a caller that explains better."""
     wanted = text if text.startswith("run_") else "run_" + text
     if wanted in known:
         return wanted
@@ -42,6 +43,8 @@ def resolve_run_id(text: str, known: list[str]) -> str:
     if len(found) == 1:
         return found[0]
     if not found:
+        if missing_ok:
+            return wanted
         raise NotFoundError(f"no run {text} in the log (see `memcli log`)")
     shown = "".join(f"\n  {r}" for r in found[:10]) + (f"\n  ... and {len(found) - 10} more"
                                                       if len(found) > 10 else "")

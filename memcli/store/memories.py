@@ -395,10 +395,12 @@ def reindex(store: Store, progress: Callable[[str, int, int], None] | None = Non
 MIN_PREFIX = 4  # characters after `mem_`: shorter prefixes match too much to be meant
 
 
-def resolve_id(store: Store, text: str, archived: bool = True) -> str:
+def resolve_id(store: Store, text: str, archived: bool = True, missing_ok: bool = False) -> str:
     """The full id of the memory that `text` names: the id itself, or a unique prefix of
     one (with or without `mem_`), as git takes a commit's. An ambiguous prefix is an error
-    that lists the candidates; a file name (`mem_x.json`) is taken as its id."""
+    that lists the candidates; a file name (`mem_x.json`) is taken as its id. When nothing
+    matches: NotFoundError, or (`missing_ok`) the id as given, for a caller whose own
+    message says more."""
     wanted = text.strip()
     for ext in (".json", ".md"):
         wanted = wanted.removesuffix(ext)
@@ -417,6 +419,8 @@ def resolve_id(store: Store, text: str, archived: bool = True) -> str:
     if len(found) == 1:
         return next(iter(found))
     if not found:
+        if missing_ok:
+            return wanted
         raise NotFoundError(f"no memory {text} in this store (see `memcli list`)")
     if len(wanted) - 4 < MIN_PREFIX:
         raise MemcliError(f"{text!r} is too short a prefix ({len(found)} memories start with it); "
