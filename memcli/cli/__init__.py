@@ -9,6 +9,9 @@ hot commands with the standard library and the core modules they need; everythin
 from __future__ import annotations
 
 import sys
+import time
+
+_T0 = time.monotonic()  # the process's start, near enough: the wall time reports own up to
 
 TYPE_CHECKING = False  # `typing` costs a hook 3 ms; only the type checker needs it here
 if TYPE_CHECKING:
@@ -29,12 +32,29 @@ def load_app() -> Any:
 
 
 def main() -> None:
-    from memcli.cli.fast import dispatch
+    if "_MEMCLI_COMPLETE" not in _environ():  # shell completion is typer's, for every command
+        from memcli.cli.fast import dispatch
 
-    code = dispatch(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
-    load_app()()
+        try:
+            code = dispatch(sys.argv[1:])
+        except BrokenPipeError:  # the reader left (`memcli recall ... | head -1`): not a failure
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
+        if code is not None:
+            sys.exit(code)
+    from memcli.cli.output import set_program, start_clock
+
+    start_clock(_T0)
+    set_program(sys.argv[0])
+    load_app()(prog_name="memcli")
+
+
+def _environ() -> Any:
+    import os
+
+    return os.environ
 
 
 def __getattr__(name: str) -> Any:

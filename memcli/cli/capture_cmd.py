@@ -8,8 +8,6 @@ from pathlib import Path
 
 import typer
 
-from memcli.capture import capture
-from memcli.cli import capturemain
 from memcli.cli.common import app, emit_json, notes, opts
 from memcli.cli.fast import FastOpts
 from memcli.cli.integrations import hook_app
@@ -39,6 +37,8 @@ def capture_cmd(
 
     Example: memcli capture ~/.claude/projects/-home-me-webapp/3f2c9a10-....jsonl --agent coder
     """
+    from memcli.capture import capture
+
     o = opts(ctx)
     result = capture.capture_transcript(o.open_store(), transcript, agent=agent, llm=llm, wait=o.wait,
                                         session_id=session_id, dry_run=dry_run)
@@ -61,7 +61,8 @@ def capture_cmd(
         return
     print(f"{result.action.capitalize()} {result.memory_id} in {Path(result.path or '').parent} "
           f"(session {result.session_id}, {result.messages} messages, {result.method}).")
-    print(f"Show it with: memcli show {result.memory_id}    Undo with: memcli undo {result.run_id}")
+    print(f"Show it with: {o.hint('show', str(result.memory_id))}")
+    print(f"Undo with: {o.hint('undo', str(result.run_id))}")
 
 
 @hook_app.command("pre-compact", context_settings={"ignore_unknown_options": True,
@@ -75,6 +76,8 @@ def pre_compact_cmd(ctx: typer.Context) -> None:
 
     Example: echo '{"transcript_path": "/home/me/.claude/projects/p/s.jsonl"}' | memcli hook pre-compact
     """
+    from memcli.cli import capturemain
+
     o = opts(ctx)
     capturemain.pre_compact(FastOpts(o.store, o.json, o.quiet, o.wait), list(ctx.args))
 
@@ -86,6 +89,8 @@ def capture_background_cmd(ctx: typer.Context) -> None:
 
     Example: memcli --store /abs/store hook capture-background --transcript /abs/s.jsonl --session-id s
     """
+    from memcli.cli import capturemain
+
     o = opts(ctx)
     capturemain.capture_background(FastOpts(o.store, o.json, o.quiet, o.wait), list(ctx.args))
     sys.stdout.flush()

@@ -5,25 +5,18 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from memcli.cli import hookmain
-from memcli.cli.common import Opts, app, emit_json, opts
+from memcli.cli.common import Opts, app, emit_json, opts, sub_app
 from memcli.cli.fast import FastOpts
-from memcli.integrations import claude, health, install, schedule
-from memcli.integrations import hooks as hook_core
-from memcli.store import opsfiles
-from memcli.store.model import now, ts_or_none
-from memcli.store.store import discover, is_store
 
-console = Console()
-hook_app = typer.Typer(no_args_is_help=True, help="Commands that agent hooks call.")
-install_app = typer.Typer(no_args_is_help=True,
-                          help="Connect memcli to Claude Code, cron, systemd and launchd.")
+if TYPE_CHECKING:
+    from memcli.integrations import claude
+
+hook_app = sub_app("Commands that agent hooks call.")
+install_app = sub_app("Connect memcli to Claude Code, cron, systemd and launchd.")
 app.add_typer(hook_app, name="hook")
 app.add_typer(install_app, name="install")
 
@@ -41,6 +34,8 @@ def session_end_cmd(ctx: typer.Context) -> None:
 
     Example: echo '{"cwd": "/work/project"}' | memcli hook session-end
     """
+    from memcli.cli import hookmain
+
     o = opts(ctx)
     hookmain.session_end(FastOpts(o.store, o.json, o.quiet, o.wait), list(ctx.args))
 
@@ -57,6 +52,9 @@ def run_background_cmd(
 
     Example: memcli --store /abs/store hook run-background --transcript /abs/session.jsonl
     """
+    from memcli.cli import hookmain
+    from memcli.integrations import hooks as hook_core
+
     o = opts(ctx)
     hookmain.run_background(FastOpts(o.store, o.json, o.quiet, o.wait),
                             hook_core.capture_args({"transcript_path": transcript, "session_id": session_id,
@@ -87,6 +85,8 @@ def install_claude_cmd(
 
     Example: memcli --store ~/agent-memory install claude --project ~/code/webapp
     """
+    from memcli.integrations import claude
+
     o = opts(ctx)
     target = claude.claude_target(project, user)
     if uninstall:
@@ -99,6 +99,8 @@ def install_claude_cmd(
 def _install_store(explicit: str | None, target: claude.ClaudeTarget) -> Path:
     """--store, else $MEMCLI_STORE, else the project folder if it is a store, else the
     store around the current folder."""
+    from memcli.store.store import discover, is_store
+
     if not explicit and not os.environ.get("MEMCLI_STORE") and target.project is not None \
             and is_store(target.project):
         return target.project
@@ -142,6 +144,8 @@ def install_cron_cmd(
 
     Example: memcli --store ~/agent-memory install cron --apply
     """
+    from memcli.integrations import install
+
     o = opts(ctx)
     store = o.open_store()
     line = install.cron_line(store.root, store.settings.schedule.weekly)
@@ -240,6 +244,7 @@ def tick_cmd(
     Example: memcli tick --dry-run
     """
     from memcli.cli import tickmain  # the fast path serves `memcli tick`; this is its --help twin
+    from memcli.integrations import schedule
 
     o = opts(ctx)
     tickmain.render(schedule.run_tick(o.open_store(), o.wait, dry_run), o.json, o.quiet)
@@ -251,12 +256,17 @@ def tick_cmd(
 @app.command("status")
 def status_cmd(ctx: typer.Context) -> None:
     """When each trigger last ran, when the weekly pass and the daily light passes are due
-    next (and whether one is overdue), each folder's index size, the review queue's length,
-    and the health of what runs unattended: the last hook start and its result, the last
-    error in ops/hook.log, the last weekly (cron) run and what ops/cron.log says.
+    next (and whether one is overdue: a scheduled time missed since the last pass; a new
+    store's first pass is "not run yet"), each folder's index size, the review queue's
+    length, and the health of what runs unattended: the last hook start and its result, the
+    last error in ops/hook.log, the last weekly (cron) run and what ops/cron.log says.
 
     Example: memcli status --json
     """
+    from memcli.integrations import health, schedule
+    from memcli.store import opsfiles
+    from memcli.store.model import now
+
     o = opts(ctx)
     store = o.open_store()
     data = schedule.collect_status(store, now())
@@ -264,49 +274,65 @@ def status_cmd(ctx: typer.Context) -> None:
     if o.json:
         emit_json(data)
     elif not o.quiet:
-        _render_status(data)
+        _render_status(data, o)
 
 
 def _local(stamp: str | None) -> str:
+    from memcli.store.model import ts_or_none
+
     moment = ts_or_none(stamp)
     return moment.astimezone().strftime("%Y-%m-%d %H:%M %Z") if moment else "never"
 
 
-def _render_status(data: dict[str, Any]) -> None:
-    print(f"Store: {data['store']}")  # a line of its own: a table title would wrap a long path
-    runs = Table()
-    for col in ("trigger", "last run (local time)", "run id"):
-        runs.add_column(col)
+def _pass_state(data: dict[str, Any], o: Opts) -> str:
+    if data.get("overdue"):
+        return f"overdue ({o.hint('tick')} runs it)"
+    if data.get("never_run"):
+        return f"not run yet ({o.hint('tick')} runs the first one)"
+    return "up to date"
+
+
+def _render_status(data: dict[str, Any], o: Opts) -> None:
+    """Plain lines wrapped to the terminal, never a cut id (log text is shown as it is)."""
+    from memcli.cli.output import width
+    from memcli.cli.report import wrap
+
+    cols = width()
+    out = [f"Store: {data['store']}"]  # one line however long: a path to copy
+    out.append("Last runs (local time):")
     for trigger, run in data["runs"].items():
-        runs.add_row(trigger, _local(run.get("at")) if run else "never", (run or {}).get("run_id", "-"))
-    console.print(runs)
+        out += wrap(f"{trigger:<15} {_local(run.get('at')) if run else 'never'}"
+                    + (f"  {run['run_id']}" if run and run.get("run_id") else ""), cols, "  ")
     weekly = data["weekly"]
-    state = "[bold red]overdue[/] (memcli tick runs it)" if weekly["overdue"] else "up to date"
-    console.print(f"Weekly pass ({weekly['cron']!r}, local time): {state}; "
-                  f"next {_local(weekly['next'])}", highlight=False)
-    _render_daily(data["daily"])
-    _render_indexes(data)
+    out += wrap(f"Weekly pass ({weekly['cron']!r}, local time): {_pass_state(weekly, o)}; "
+                f"next {_local(weekly['next'])}", cols)
+    daily = data["daily"]
+    if not daily["cron"]:
+        out.append("Daily light passes: none ([schedule] daily = [])")
+    else:
+        crons = ", ".join(repr(c) for c in daily["cron"])
+        out += wrap(f"Daily light passes ({crons}, local time): {_pass_state(daily, o)}; "
+                    f"next {_local(daily['next'])}", cols)
+    out += _indexes_lines(data, cols)
     queue = data["review_queue"]
-    console.print(f"Review queue: {queue['open']} open ({queue['total']} in all)"
-                  + (" - see `memcli review list`" if queue["open"] else ""), highlight=False)
+    out += wrap(f"Review queue: {queue['open']} open ({queue['total']} in all)"
+                + (f" - see {o.hint('review', 'list')}" if queue["open"] else ""), cols)
     for journal_file in data.get("pending_runs", []):
-        console.print(f"[bold red]An interrupted run is waiting to be recovered[/] ({journal_file}): "
-                      "the next writing command, or `memcli doctor --fix`, finishes or rolls it back",
-                      highlight=False)
-    _render_health(data["health"])
+        out += wrap(f"An interrupted run is waiting to be recovered ({journal_file}): the next writing "
+                    f"command, or {o.hint('doctor', '--fix')}, finishes or rolls it back", cols)
+    out += _health_lines(data["health"], cols)
+    sys.stdout.write("\n".join(out) + "\n")
 
 
-def _render_health(data: dict[str, Any]) -> None:
-    """Plain lines (no markup: log text is shown as it is)."""
+def _health_lines(data: dict[str, Any], cols: int) -> list[str]:
+    """Lines as they are, not wrapped: they quote ops/hook.log and ops/cron.log."""
     hooks = data["hooks"]
     start = hooks["last_start"]
-    if start is None:
-        print("Hooks: no hook has run yet (ops/hook.log is empty or missing)")
-    else:
-        print(f"Hooks: last start {_local(start['at'])} ({start['event']}): {hooks['result']['message']}")
+    out = ["Hooks: no hook has run yet (ops/hook.log is empty or missing)" if start is None else
+           f"Hooks: last start {_local(start['at'])} ({start['event']}): {hooks['result']['message']}"]
     error = hooks["last_error"]
     line = f"Last hook error: {_local(error['at'])}: {error['message']}" if error else "Last hook error: none"
-    print(line + (f" ({hooks['warnings']} warning(s) in ops/hook.log)" if hooks["warnings"] else ""))
+    out.append(line + (f" ({hooks['warnings']} warning(s) in ops/hook.log)" if hooks["warnings"] else ""))
     scheduled = data["scheduled"]
     weekly = scheduled["weekly"]
     line = (f"Scheduled runs: the weekly pass last ran {_local(weekly.get('at'))} ({weekly.get('run_id')})"
@@ -316,26 +342,21 @@ def _render_health(data: dict[str, Any]) -> None:
         line += f"; ops/cron.log last written {_local(cron['modified'])}"
         if cron["last_line"]:
             line += f", last line: {cron['last_line']}"
-    print(line)
+    return out + [line]
 
 
-def _render_daily(daily: dict[str, Any]) -> None:
-    if not daily["cron"]:
-        console.print("Daily light passes: none ([schedule] daily = [])", highlight=False)
-        return
-    state = "[bold red]overdue[/] (memcli tick runs it)" if daily["overdue"] else "up to date"
-    crons = ", ".join(repr(c) for c in daily["cron"])
-    console.print(f"Daily light passes ({crons}, local time): {state}; next {_local(daily['next'])}",
-                  highlight=False)
-
-
-def _render_indexes(data: dict[str, Any]) -> None:
-    table = Table(title=f"Indexes (overflow: over {data['index_overflow']} files)")
-    for col in ("folder", "index entries", "files", "note"):
-        table.add_column(col, justify="right" if col in ("index entries", "files") else "left")
-    for row in data["indexes"]:
+def _indexes_lines(data: dict[str, Any], cols: int) -> list[str]:
+    """One line a folder: entries, files, a note; the folder's name never cut."""
+    rows = data["indexes"]
+    name = max([len(r["folder"]) for r in rows] + [6])
+    out = [f"Indexes (overflow: over {data['index_overflow']} files):",
+           f"  {'folder':<{name}}  {'entries':>7}  {'files':>7}"]
+    for row in rows:
         flag = "overflow due" if row["folder"] in data["overflow_due"] else (
             "over threshold" if row["over_threshold"] else "")
-        entries = "-" if row["entries"] is None else str(row["entries"])
-        table.add_row(row["folder"], entries, str(row["files"]), flag)
-    console.print(table)
+        entries = "-" if row["entries"] is None else f"{row['entries']:,}"
+        line = f"  {row['folder']:<{name}}  {entries:>7}  {row['files']:>7,}"
+        out.append(line + ("  " + flag if flag and len(line) + 2 + len(flag) <= cols else ""))
+        if flag and len(line) + 2 + len(flag) > cols:
+            out.append(f"    {flag}")
+    return out

@@ -8,11 +8,9 @@ import sys
 
 import typer
 
-from memcli.cli import recallmain
 from memcli.cli.common import app, emit_json, opts
 from memcli.cli.fast import FastOpts
 from memcli.cli.integrations import hook_app
-from memcli.store import memories
 
 
 @app.command("recall")
@@ -30,6 +28,8 @@ def recall_cmd(
 
     Example: memcli recall "how do we deploy to staging" --agent coder --json
     """
+    from memcli.cli import recallmain
+
     o = opts(ctx)
     code = recallmain.run_recall(FastOpts(o.store, o.json, o.quiet, o.wait), " ".join(query or []),
                                  agent, limit, session)
@@ -53,22 +53,30 @@ def mcp_cmd(ctx: typer.Context) -> None:
 @app.command("forget")
 def forget_cmd(
     ctx: typer.Context,
-    mem_id: str = typer.Argument(..., metavar="ID"),
-    reason: str = typer.Option(None, "--reason", help="Why (default: forgotten)."),
+    mem_id: str = typer.Argument(..., metavar="ID", help="A memory id, or a unique prefix of one."),
+    reason: str = typer.Option(None, "--reason", metavar="TEXT", help="Why (default: forgotten)."),
 ) -> None:
     """Archive a memory on purpose (archive reason `forgotten`, or --reason). Logged as a run
     (trigger `forget`) that `memcli undo` reverses; `memcli restore ID` brings it back.
 
     Example: memcli forget mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A --reason "wrong: staging moved"
     """
+    from memcli.store import memories
+
     o = opts(ctx)
-    outcome = memories.forget_memory(o.open_store(), mem_id, reason, o.wait)
-    for note in outcome.notes:
-        sys.stderr.write(f"note: {note}\n")
+    store = o.open_store()
+    mem_id = memories.resolve_id(store, mem_id)
+    outcome = memories.forget_memory(store, mem_id, reason, o.wait)
+    if not o.quiet:
+        for note in outcome.notes:
+            sys.stderr.write(f"note: {note}\n")
     if o.json:
         emit_json(outcome.to_json())
-    elif not o.quiet:
-        print(f"Forgot {mem_id} (archived; run {outcome.run_id}; to bring it back: memcli restore {mem_id})")
+    elif o.quiet:
+        print(outcome.run_id)
+    else:
+        print(f"Forgot {mem_id} (archived; run {outcome.run_id}; to bring it back: "
+              f"{o.hint('restore', mem_id)})")
 
 
 _HOOK_SETTINGS = {"ignore_unknown_options": True, "allow_extra_args": True}
@@ -83,6 +91,8 @@ def session_start_cmd(ctx: typer.Context) -> None:
 
     Example: echo '{"session_id": "s1", "cwd": "'$PWD'"}' | memcli hook session-start --agent coder
     """
+    from memcli.cli import recallmain
+
     o = opts(ctx)
     raise typer.Exit(recallmain.session_start(FastOpts(o.store, o.json, o.quiet, o.wait), list(ctx.args)))
 
@@ -96,5 +106,7 @@ def prompt_cmd(ctx: typer.Context) -> None:
 
     Example: echo '{"session_id": "s1", "prompt": "how do I deploy?"}' | memcli hook prompt
     """
+    from memcli.cli import recallmain
+
     o = opts(ctx)
     raise typer.Exit(recallmain.prompt(FastOpts(o.store, o.json, o.quiet, o.wait), list(ctx.args)))

@@ -1,178 +1,229 @@
-"""Consolidation commands: consolidate, apply, log, stats, review."""
+"""Consolidation commands: consolidate, apply, log, stats, review.
+
+Reports are plain text (`memcli.cli.report`); rich is imported for the tables of `stats`
+and `review` only, the engine only by the commands that run it."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from memcli.cli.common import app, emit_json, notes, opts
-from memcli.consolidate import engine, history
-from memcli.errors import MemcliError
-from memcli.store.model import Outcome
+from memcli.cli.common import Opts, app, emit_json, notes, opts, sub_app
 
-console = Console()
-err_console = Console(stderr=True)
-review_app = typer.Typer(help="The review queue: pairs a person should look at.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from memcli.store.model import Outcome
+    from memcli.store.store import Store
+
+review_app = sub_app("The review queue: pairs a person should look at.")
 app.add_typer(review_app, name="review")
+ALL_HELP = "Show every action (by default at most a screenful; --json and the log always have all)."
 
 
 @app.command()
 def consolidate(
     ctx: typer.Context,
-    trigger: str = typer.Option("manual", "--trigger", help=(
+    trigger: str = typer.Option("manual", "--trigger", metavar="TRIGGER", help=(
         "manual, weekly, daily (a light pass: merge and promote only), session_end or index_overflow.")),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what a run would do; write nothing."),
-    limit: int = typer.Option(None, "--limit", help="Most memories to touch (0 = no limit)."),
+    limit: int = typer.Option(None, "--limit", metavar="N", help="Most memories to touch (0 = no limit)."),
     consent: bool = typer.Option(False, "--consent", help="Treat USER memories as consented."),
     llm: bool = typer.Option(None, "--llm/--no-llm", help="Use the LLM helper for this run."),
-    plan_out: Path = typer.Option(None, "--plan-out", help="Save the plan to FILE (implies --dry-run)."),
+    plan_out: Path = typer.Option(None, "--plan-out", metavar="FILE",
+                                  help="Save the plan to FILE (implies --dry-run)."),
+    all_: bool = typer.Option(False, "--all", help=ALL_HELP),
+    yes: bool = typer.Option(False, "--yes", "-y", help=(
+        "Do not ask before a run that archives more than half of a folder's live memories.")),
 ) -> None:
     """Run one consolidation pass: merge duplicates, summarise verbose episodic memories,
-    promote proven procedures, archive stale entries; log every decision.
+    promote proven procedures, archive stale entries; log every decision. The report gives
+    the counts first, then at most a screenful of actions grouped by kind (--all for every
+    one). A run that would move more than half the live memories of a folder to the
+    archive is announced on stderr and, on a terminal, waits for a yes (--yes skips it).
 
     Example: memcli consolidate --dry-run      (then: memcli consolidate)
     """
+    from memcli.cli.output import Progress
+    from memcli.consolidate import engine
+    from memcli.errors import MemcliError
+
     o = opts(ctx)
     if trigger not in engine.TRIGGERS:
         raise MemcliError(f"unknown trigger {trigger!r} (use one of {', '.join(engine.TRIGGERS)})")
     if limit is not None and limit < 0:
         raise MemcliError("--limit must be 0 (no limit) or more")
     store = o.open_store()
-    with _progress(o.json or o.quiet) as progress:
+    confirm = None if dry_run or plan_out is not None else _confirmer(store, o, yes)
+    with Progress(o.json or o.quiet) as progress:
         outcome = engine.consolidate(store, trigger=trigger, dry_run=dry_run, limit=limit,
                                      consent=consent, llm=llm, wait=o.wait, progress=progress,
-                                     plan_out=plan_out)
-    render_outcome(outcome, o.json, o.quiet, plan_out)
+                                     plan_out=plan_out, confirm=confirm)
+    warnings = _archive_warnings(store, outcome) if outcome.dry_run else []
+    render_outcome(outcome, o, plan_out, all_, warnings)
+
+
+def _folders(store: Store) -> tuple[dict[str, int], dict[str, str]]:
+    """Live memories per folder, and each id's folder (from file names: nothing is read)."""
+    sizes: dict[str, int] = {}
+    where: dict[str, str] = {}
+    for folder in store.memory_folders():
+        names = store.memory_names(folder)
+        sizes[folder.rel] = len(names)
+        where.update((n.rsplit(".", 1)[0], folder.rel) for n in names)
+    return sizes, where
+
+
+def _archive_warnings(store: Store, outcome: Outcome) -> list[str]:
+    from memcli.cli.report import archive_share
+
+    if not any(a.get("type") in ("archive", "merge") for a in outcome.actions):
+        return []
+    return archive_share(outcome, *_folders(store))
+
+
+def _confirmer(store: Store, o: Opts, yes: bool) -> Any:
+    """The check a real run passes before it applies: more than half a folder to the
+    archive is said on stderr, and on a terminal asked about (unless --yes)."""
+    def confirm(preview: Outcome) -> bool:
+        warnings = _archive_warnings(store, preview)
+        if not warnings:
+            return True
+        sys.stderr.write("warning: this run moves more than half of a folder's live memories to the "
+                         "archive:\n" + "".join(f"  {w}\n" for w in warnings))
+        if yes or not interactive():
+            return True
+        return bool(typer.confirm("Go ahead? (undo puts everything back)", default=False, err=True))
+
+    return confirm
+
+
+def interactive() -> bool:
+    """Whether a person can answer a question (stdin and stderr are a terminal)."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
 
 
 @app.command("apply")
-def apply_plan(ctx: typer.Context, plan_file: Path = typer.Argument(..., metavar="PLAN")) -> None:
+def apply_plan(
+    ctx: typer.Context,
+    plan_file: Path = typer.Argument(..., metavar="PLAN", help="A plan file from consolidate --plan-out."),
+    all_: bool = typer.Option(False, "--all", help=ALL_HELP),
+) -> None:
     """Apply exactly a plan saved by `consolidate --plan-out`, after checking every file it
     touches is still as the plan saw it.
 
     Example: memcli consolidate --plan-out plan.json && memcli apply plan.json
     """
+    from memcli.cli.output import Progress
+    from memcli.consolidate import history
+
     o = opts(ctx)
-    outcome = history.apply_plan_file(o.open_store(), plan_file, o.wait)
-    render_outcome(outcome, o.json, o.quiet, None)
+    with Progress(o.json or o.quiet) as progress:
+        outcome = history.apply_plan_file(o.open_store(), plan_file, o.wait, progress)
+    render_outcome(outcome, o, None, all_)
 
 
-class _progress:
-    """A rich progress bar on a terminal for long runs; nothing for scripts."""
+def render_outcome(outcome: Outcome, o: Opts, plan_out: Path | None, show_all: bool = False,
+                   warnings: list[str] | None = None, hints: bool = True) -> None:
+    """The report: title, counts, durations, warnings, then the actions by kind."""
+    from memcli.cli import report
+    from memcli.cli.output import started_ms, width
 
-    def __init__(self, silent: bool) -> None:
-        self.enabled = not silent and sys.stderr.isatty()
-        self.bar: Any = None
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> Any:
-        if not self.enabled:
-            return None
-        from rich.progress import Progress
-
-        self.bar = Progress(console=err_console, transient=True)
-        self.bar.start()
-        return self.update
-
-    def update(self, stage: str, done: int, total: int) -> None:
-        if stage not in self.tasks:
-            self.tasks[stage] = self.bar.add_task(stage, total=total)
-        self.bar.update(self.tasks[stage], completed=done, total=total)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-def render_outcome(outcome: Outcome, as_json: bool, quiet: bool, plan_out: Path | None) -> None:
-    notes(outcome.notes)  # stderr, also with --json: skipped bad files are always named
-    if as_json:
-        emit_json(outcome.to_json())
+    wall_ms = started_ms()
+    notes(outcome.notes, o.quiet)  # stderr, also with --json: skipped bad files are always named
+    if o.json:
+        data = outcome.to_json()
+        data["wall_ms"] = wall_ms
+        emit_json(data)
         return
-    if quiet:
+    if o.quiet:
+        if not outcome.dry_run and outcome.actions:
+            sys.stdout.write(outcome.run_id + "\n")  # what a script needs: the run to undo
         return
+    cols = width()
+    out: list[str] = []
     title = ("Dry run: nothing was written. " if outcome.dry_run else "") + (
         f"Run {outcome.run_id} ({outcome.trigger}) at {outcome.timestamp}")
-    console.print(title, style="bold", highlight=False, markup=False, soft_wrap=True)
-    _actions_table(outcome)
-    _stats_table(outcome)
-    if plan_out is not None:
-        print(f"Plan saved to {plan_out}; apply it with: memcli apply {plan_out}")
-    elif outcome.dry_run and outcome.actions:
-        print("Apply with: memcli consolidate")
-    elif not outcome.dry_run and outcome.actions:
-        print(f"Undo with: memcli undo {outcome.run_id}")
-
-
-def _actions_table(outcome: Outcome) -> None:
-    if not outcome.actions:
-        console.print("No action: the store is consolidated.")
-        return
-    table = Table(show_lines=True)
-    table.add_column("action", no_wrap=True)
-    table.add_column("memories", no_wrap=True, min_width=30)
-    table.add_column("why", overflow="fold", ratio=1)
-    whys = outcome.whys + [""] * (len(outcome.actions) - len(outcome.whys))
-    for action, why in zip(outcome.actions, whys, strict=False):
-        table.add_row(str(action["type"]), _ids(action), why or str(action.get("reason", "")))
-    console.print(table)
-
-
-def _ids(action: dict[str, Any]) -> str:
-    """One id a line: ids are 30 characters and would wrap mid-id in a narrow terminal."""
-    ids = action.get("source_ids") or action.get("memory_ids") or [action.get("memory_id")]
-    lines = [str(i) for i in (ids if isinstance(ids, list) else [ids]) if i != action.get("result_id")]
-    return "\n".join(lines + ([f"-> {action['result_id']}"] if action.get("result_id") else []))
-
-
-def _stats_table(outcome: Outcome) -> None:
-    table = Table(title="Summary", show_header=False)
-    table.add_column("what")
-    table.add_column("count", justify="right")
-    for key, value in outcome.stats.items():
-        table.add_row(key.replace("_", " "), str(value))
-    console.print(table)
+    out += report.wrap(title, cols)
+    out += report.summary_lines(outcome, cols, wall_ms)
+    for line in warnings or []:
+        out += report.wrap(f"Warning: {line}.", cols)
+    if outcome.actions:
+        budget = None if show_all else report.screen_budget()
+        lines, hidden = report.actions_lines(outcome, cols, budget)
+        out += [""] + lines
+        if hidden:
+            more = o.hint("log", "--run", outcome.run_id, "--all") if not outcome.dry_run else (
+                "consolidate --dry-run --all")
+            out += report.wrap(f"{hidden:,} actions not shown: --all shows them, --json lists them"
+                               + (f" ({more})" if not outcome.dry_run else "") + ".", cols)
+    else:
+        out.append("No action: the store is consolidated.")
     if outcome.stats.get("deferred"):
-        console.print(f"{outcome.stats['deferred']} action(s) deferred by max_per_run: run "
-                      "`memcli consolidate` again (or pass --limit 0).", highlight=False)
+        out += report.wrap(f"{outcome.stats['deferred']:,} action(s) deferred by max_per_run: run "
+                           f"{o.hint('consolidate')} again (or pass --limit 0).", cols)
+    if hints:
+        out += _next_steps(outcome, o, plan_out)
+    sys.stdout.write("\n".join(out) + "\n")
+
+
+def _next_steps(outcome: Outcome, o: Opts, plan_out: Path | None) -> list[str]:
+    if plan_out is not None:
+        return [f"Plan saved to {plan_out}; apply it with: {o.hint('apply', str(plan_out))}"]
+    if outcome.dry_run and outcome.actions:
+        return [f"Apply with: {o.hint('consolidate')}"]
+    if not outcome.dry_run and outcome.actions:
+        return [f"Undo with: {o.hint('undo', outcome.run_id)}"]
+    return []
 
 
 @app.command("log")
 def log_cmd(
     ctx: typer.Context,
-    last: int = typer.Option(10, "--last", help="How many recent runs to show."),
-    run: str = typer.Option(None, "--run", help="Show one run's actions."),
+    last: int = typer.Option(10, "--last", metavar="N", help="How many recent runs to show (0 = all)."),
+    run: str = typer.Option(None, "--run", metavar="RUN_ID",
+                            help="Show one run's actions (a prefix is enough)."),
+    all_: bool = typer.Option(False, "--all", help="With --run: " + ALL_HELP),
 ) -> None:
-    """Show recent runs from ops/consolidation-log.json, or one run's actions.
+    """Show recent runs from ops/consolidation-log.json, newest first (undone runs are
+    marked), or one run's report with --run.
 
-    Example: memcli log --last 5      memcli log --run run_01JD...
+    Example: memcli log --last 5      memcli log --run run_01JD
     """
+    from memcli.cli.output import plural, width
+    from memcli.cli.report import wrap
+    from memcli.consolidate import history
+    from memcli.store.model import Outcome
+
     o = opts(ctx)
     entries = history.recent_runs(o.open_store(), last, run)
     if o.json:
         emit_json({"entries": entries})
         return
-    entries = [history.shown_entry(e) for e in entries]  # a hand-edited entry is shown, never a crash
-    if run:
-        for entry in entries:
-            render_outcome(Outcome(entry["run_id"], entry["trigger"], entry["timestamp"],
-                                   entry["actions"], entry["stats"]), False, False, None)
+    if o.quiet:
+        sys.stdout.write("".join(f"{e.get('run_id')}\n" for e in entries))
         return
-    table = Table(title=f"Last {len(entries)} runs")
-    table.add_column("run", no_wrap=True)
-    table.add_column("when, trigger", no_wrap=True)
-    table.add_column("what it did", ratio=1)
-    for e in entries:
+    shown = [(history.shown_entry(e), e.get("undone_by")) for e in entries]  # hand-edited: shown, no crash
+    if run:
+        for entry, _ in shown:
+            render_outcome(Outcome(entry["run_id"], entry["trigger"], entry["timestamp"],
+                                   entry["actions"], entry["stats"]), o, None, all_, hints=False)
+        return
+    if not shown:
+        print("No run yet: the log is empty.")
+        return
+    cols = width()
+    out = [f"Last {plural(len(shown), 'run')}, newest first:"]
+    for e, undone_by in shown:
         when = e["timestamp"][:16].replace("T", " ")
+        out.append("")
+        out += wrap(f"{e['run_id']}  {when}  {e['trigger']}"
+                    + (f"  UNDONE by {undone_by}" if undone_by else ""), cols)
         count = e.get("stats", {}).get("memory_count")
-        table.add_row(e["run_id"], f"{when}\n{e['trigger']}",
-                      _did(e) + (f"; {count} memories after" if count is not None else ""))
-    console.print(table)
+        out += wrap(_did(e) + (f"; {count:,} memories after" if isinstance(count, int) else ""), cols, "  ")
+    out += ["", f"One run's actions: {o.hint('log', '--run', 'RUN_ID')}"]
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 _DID = (("memories_merged", "merged"), ("memories_summarized", "summarised"),
@@ -193,30 +244,37 @@ def stats(ctx: typer.Context) -> None:
 
     Example: memcli stats
     """
+    from memcli.consolidate import history
+
     o = opts(ctx)
     report = history.store_stats(o.open_store())
     for problem in report["problems"]:  # bad files are named, on stderr
         sys.stderr.write(f"skipped: {problem}\n")
     if o.json:
         emit_json(report)
-        return
-    _render_stats(report)
+    elif not o.quiet:
+        _render_stats(report)
 
 
 def _render_stats(report: dict[str, Any]) -> None:
-    table = Table(title=f"{report['memory_count']} live memories, {report['archived_count']} archived")
+    from rich.table import Table
+
+    from memcli.cli.output import console, plural
+
+    table = Table(title=f"{report['memory_count']:,} live memories, {report['archived_count']:,} archived")
     table.add_column("scope")
     types = sorted({t for counts in report["by_scope_type"].values() for t in counts})
     for t in types:
         table.add_column(t, justify="right")
     for scope, counts in sorted(report["by_scope_type"].items()):
-        table.add_row(scope, *(str(counts.get(t, 0)) for t in types))
-    console.print(table)
-    actions = ", ".join(f"{k} {v}" for k, v in sorted(report["actions_by_type"].items())) or "none"
-    console.print(f"Runs: {report['runs']}   Actions: {actions}", highlight=False)
+        table.add_row(scope, *(f"{counts.get(t, 0):,}" for t in types))
+    out = console()
+    out.print(table)
+    actions = ", ".join(f"{k} {v:,}" for k, v in sorted(report["actions_by_type"].items())) or "none"
+    out.print(f"{plural(report['runs'], 'run')}; actions: {actions}", markup=False)
     if report["chart"]:
-        console.print("Memory count over time (one bar a run):", highlight=False)
-        console.print(report["chart"], markup=False, highlight=False)
+        out.print("Memory count over time (one bar a run):")
+        out.print(report["chart"], markup=False)
 
 
 @review_app.command("list")
@@ -225,69 +283,101 @@ def review_list(ctx: typer.Context, all_: bool = typer.Option(False, "--all", he
 
     Example: memcli review list
     """
+    from memcli.cli.output import plural, width
+    from memcli.cli.report import wrap
+    from memcli.consolidate import history
+
     o = opts(ctx)
     items = history.review_items(o.open_store(), all_)
     if o.json:
         emit_json({"items": items})
         return
-    if not items:
-        console.print("The review queue is empty.")
+    if o.quiet:
+        sys.stdout.write("".join(f"{i['id']}\n" for i in items))
         return
-    table = Table(title=f"{len(items)} review item(s)")
-    for col in ("id", "status", "memories", "reason", "similarity", "since"):
-        table.add_column(col, overflow="fold")
+    if not items:
+        print("The review queue is empty.")
+        return
+    cols = width()
+    out = [f"{plural(len(items), 'review item')}:"]
     for i in items:
         reason = i.get("reason", "") + (f" ({i['guard']})" if i.get("guard") else "")
-        table.add_row(i["id"], i.get("status", ""), " / ".join(i.get("memory_ids", [])), reason,
-                      str(i.get("similarity", "")), str(i.get("created_at", ""))[:10])
-    console.print(table)
-    console.print("Resolve with: memcli review resolve ID --keep-both | --merge", highlight=False)
+        similarity = f"similarity {i['similarity']}" if i.get("similarity") is not None else ""
+        out.append("")
+        out += wrap("  ".join(p for p in (i["id"], i.get("status", ""), reason, similarity,
+                                          str(i.get("created_at", ""))[:10]) if p), cols)
+        out += wrap("  ".join(i.get("memory_ids", [])), cols, "  ")
+    out += ["", f"Look at one: {o.hint('review', 'show', 'ID')}",
+            f"Decide: {o.hint('review', 'resolve', 'ID', '--keep-both')} (or --merge)"]
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 @review_app.command("show")
 def review_show(ctx: typer.Context, item_id: str = typer.Argument(..., metavar="ID")) -> None:
-    """Show one review item: both memories side by side, their similarity, and the guard that
-    spoke (with what it checks), so that a person can decide it.
+    """Show one review item: both memories side by side (one after the other in a narrow
+    terminal), their similarity, and the guard that spoke (with what it checks), so that a
+    person can decide it.
 
     Example: memcli review show rev_0001      (then: memcli review resolve rev_0001 --keep-both)
     """
+    from memcli.consolidate import history
+
     o = opts(ctx)
     detail = history.review_detail(o.open_store(), item_id)
     if o.json:
         emit_json(detail)
-        return
-    _render_review(detail)
+    elif not o.quiet:
+        _render_review(detail, o)
 
 
-def _render_review(detail: dict[str, Any]) -> None:
+def _memory_head(m: dict[str, Any]) -> str:
+    return (m.get("missing") or f"{m.get('created_by')}, created {str(m.get('created_at'))[:10]}"
+            f"\n{m.get('type')}/{m.get('subtype')}, tags: {', '.join(m.get('tags') or []) or '-'}")
+
+
+def _render_review(detail: dict[str, Any], o: Opts) -> None:
+    from memcli.cli.output import width
+    from memcli.cli.report import wrap
+
+    cols = width()
     reason = str(detail.get("reason", ""))
     similarity = detail.get("similarity")
-    head = (f"{detail.get('id')} ({detail.get('status', '')}): {reason}"
-            + (f", similarity {similarity}" if similarity is not None else "")
-            + (f", queued {str(detail.get('created_at', ''))[:10]}" if detail.get("created_at") else ""))
-    console.print(head, style="bold", highlight=False, markup=False)
+    out = wrap(f"{detail.get('id')} ({detail.get('status', '')}): {reason}"
+               + (f", similarity {similarity}" if similarity is not None else "")
+               + (f", queued {str(detail.get('created_at', ''))[:10]}" if detail.get("created_at") else ""),
+               cols)
     if detail.get("guard"):
-        console.print(f"Guard: {detail['guard']} - {detail.get('guard_checks', '')}", highlight=False,
-                      markup=False)
-    table = Table(show_lines=True, expand=True)
+        out += wrap(f"Guard: {detail['guard']} - {detail.get('guard_checks', '')}", cols)
     memories = detail.get("memories", [])
-    for mem in memories:
-        where = " (archived)" if mem.get("archived") else ""
-        table.add_column(f"{mem['id']}{where}", overflow="fold", ratio=1)
-    rows = [lambda m: m.get("missing") or f"{m.get('created_by')}, created {str(m.get('created_at'))[:10]}"
-            f"\n{m.get('type')}/{m.get('subtype')}, tags: {', '.join(m.get('tags') or []) or '-'}",
-            lambda m: m.get("text", "")]
-    for row in rows:
-        table.add_row(*(row(m) for m in memories))
-    if memories:
-        console.print(table)
+    side_by_side = cols >= 100 and len(memories) == 2
+    if not side_by_side:
+        for m in memories:
+            out += ["", m["id"] + (" (archived)" if m.get("archived") else "")]
+            for line in _memory_head(m).split("\n") + [""] + str(m.get("text", "")).split("\n"):
+                out += wrap(line, cols, "  ") if line else [""]
+    sys.stdout.write("\n".join(out) + "\n")
+    if side_by_side:
+        from rich.table import Table
+
+        from memcli.cli.output import console
+
+        table = Table(show_lines=True, expand=True)
+        for m in memories:
+            table.add_column(f"{m['id']}{' (archived)' if m.get('archived') else ''}", overflow="fold",
+                             ratio=1)
+        table.add_row(*(_memory_head(m) for m in memories))
+        table.add_row(*(str(m.get("text", "")) for m in memories))
+        console().print(table, markup=False)
+    out = []
     if "guards_now" in detail:
         now = ", ".join(detail["guards_now"]) or "none"
-        console.print(f"Now: similarity {detail.get('similarity_now')}; guards that reject the pair: {now}",
-                      highlight=False, markup=False)
+        out += wrap(f"Now: similarity {detail.get('similarity_now')}; guards that reject the pair: {now}",
+                    cols)
     if detail.get("status") == "open":
-        console.print(f"Decide with: memcli review resolve {detail.get('id')} --keep-both | --merge",
-                      highlight=False, markup=False)
+        out += wrap(f"Decide with: {o.hint('review', 'resolve', str(detail.get('id')), '--keep-both')}"
+                    " (or --merge)", cols)
+    if out:
+        sys.stdout.write("\n".join(out) + "\n")
 
 
 @review_app.command("resolve")
@@ -305,6 +395,9 @@ def review_resolve(
 
     Example: memcli review resolve rev_0001 --keep-both
     """
+    from memcli.consolidate import history
+    from memcli.errors import MemcliError
+
     o = opts(ctx)
     if sum((keep_both, merge, redo)) != 1:
         raise MemcliError("choose exactly one of --keep-both, --merge or --redo")
@@ -312,5 +405,10 @@ def review_resolve(
     result = history.resolve_review(o.open_store(), item_id, decision, o.wait)
     if o.json:
         emit_json(result)
-    elif not o.quiet:
-        console.print(result["message"], highlight=False)
+    elif o.quiet:
+        if result.get("run_id"):
+            print(result["run_id"])
+    elif result.get("run_id"):
+        print(f"{item_id}: merged in run {result['run_id']}; undo with: {o.hint('undo', result['run_id'])}")
+    else:
+        print(result["message"])

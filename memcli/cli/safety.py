@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
-from memcli.cli.common import app, emit_json, opts
-from memcli.consolidate import undo as undo_core
-from memcli.store import doctor as doctor_core
-from memcli.store.model import Outcome
+from memcli.cli.common import Opts, app, emit_json, opts
+
+if TYPE_CHECKING:
+    from memcli.store import doctor as doctor_core
+    from memcli.store.model import Outcome
 
 
 @app.command()
-def undo(ctx: typer.Context, run_id: str = typer.Argument(..., metavar="RUN_ID")) -> None:
+def undo(ctx: typer.Context, run_id: str = typer.Argument(
+        ..., metavar="RUN_ID", help="The run to reverse (a unique prefix is enough; see memcli log).")
+        ) -> None:
     """Reverse a whole run from its pre-images: every memory it rewrote, moved or created is
     put back exactly as it was; memories it created move to the archive (reason `undone`).
     The undo is itself a logged run (trigger `undo`) that can be undone. It is also a
@@ -24,8 +28,17 @@ def undo(ctx: typer.Context, run_id: str = typer.Argument(..., metavar="RUN_ID")
 
     Example: memcli undo run_01JD3Z7Q9K8V5T2N4M6P0R1S3A      (run ids: memcli log)
     """
+    from memcli.cli.output import Progress
+    from memcli.consolidate import history
+    from memcli.consolidate import undo as undo_core
+    from memcli.store import log
+
     o = opts(ctx)
-    outcome = undo_core.undo_run(o.open_store(), run_id, o.wait)
+    store = o.open_store()
+    run_id = history.resolve_run_id(run_id, [str(e.get("run_id")) for e in log.read_entries(store.root)],
+                                    missing_ok=True)  # undo says why an unknown run cannot be undone
+    with Progress(o.json or o.quiet) as progress:
+        outcome = undo_core.undo_run(store, run_id, o.wait, progress)
     restored = next(a["files_restored"] for a in outcome.actions if a.get("type") == "undo")
     archived = [a["memory_id"] for a in outcome.actions if a.get("reason") == "undone"]
     message = f"Undid {run_id}: {restored} file(s) put back as they were"
@@ -35,35 +48,44 @@ def undo(ctx: typer.Context, run_id: str = typer.Argument(..., metavar="RUN_ID")
                if a.get("type") == "decision"]
     if decided and not o.json:
         message += (".\nLater runs will not redo it: " + "; ".join(decided)
-                    + ".\nTo change your mind: memcli review list --all, then memcli review resolve ID "
-                      "--merge (a pair) or --redo")
-    _render(outcome, o.json, o.quiet, message)
+                    + f".\nTo change your mind: {o.hint('review', 'list', '--all')}, then "
+                      f"{o.hint('review', 'resolve', 'ID', '--merge')} (a pair) or --redo")
+    _render(outcome, o, message)
 
 
 @app.command()
-def restore(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID")) -> None:
+def restore(ctx: typer.Context, mem_id: str = typer.Argument(
+        ..., metavar="ID", help="An archived memory's id (a unique prefix is enough).")) -> None:
     """Bring one archived memory back to the folder it left. It counts as a use
     (access_count + 1, last_accessed = now), so the next run does not archive it again as
     stale. Logged as a run (trigger `restore`) that `memcli undo` can reverse.
 
     Example: memcli restore mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A      (ids: memcli list --archived)
     """
+    from memcli.consolidate import undo as undo_core
+    from memcli.store import memories
+
     o = opts(ctx)
-    outcome = undo_core.restore_memory(o.open_store(), mem_id, o.wait)
+    store = o.open_store()
+    mem_id = memories.resolve_id(store, mem_id, missing_ok=True)  # restore says what it could not find
+    outcome = undo_core.restore_memory(store, mem_id, o.wait)
     action = next(a for a in outcome.actions if a.get("type") == "restore")
-    _render(outcome, o.json, o.quiet, f"Restored {mem_id} to {action['to']}")
+    _render(outcome, o, f"Restored {mem_id} to {action['to']}")
 
 
-def _render(outcome: Outcome, as_json: bool, quiet: bool, message: str) -> None:
-    for note in outcome.notes:  # stderr, so that --json output stays pure
-        sys.stderr.write(f"note: {note}\n")
+def _render(outcome: Outcome, o: Opts, message: str) -> None:
+    if not o.quiet:
+        for note in outcome.notes:  # stderr, so that --json output stays pure
+            sys.stderr.write(f"note: {note}\n")
     if outcome.stats.get("skipped"):
-        sys.stderr.write("warning: some files changed while running; see `memcli log --run "
-                         f"{outcome.run_id}`\n")
-    if as_json:
+        sys.stderr.write("warning: some files changed while running; see "
+                         f"`{o.hint('log', '--run', outcome.run_id)}`\n")
+    if o.json:
         emit_json(outcome.to_json())
-    elif not quiet:
-        print(f"{message} (run {outcome.run_id}; to reverse it: memcli undo {outcome.run_id})")
+    elif o.quiet:
+        print(outcome.run_id)
+    else:
+        print(f"{message} (run {outcome.run_id}; to reverse it: {o.hint('undo', outcome.run_id)})")
 
 
 @app.command()
@@ -78,18 +100,21 @@ def doctor(
 
     Example: memcli doctor      memcli doctor --fix      memcli doctor --json
     """
+    from memcli.store import doctor as doctor_core
+
     o = opts(ctx)
     store = o.open_store(check=False)  # an unsafe layout is reported, not refused (--fix refuses it)
     report = doctor_core.repair(store, o.wait) if fix else doctor_core.diagnose(store)
     if o.json:
         emit_json(report.to_json())
     else:
-        _render_report(report, o.quiet)
+        _render_report(report, o)
     if not report.ok:
         raise typer.Exit(1)
 
 
-def _render_report(report: doctor_core.Report, quiet: bool) -> None:
+def _render_report(report: doctor_core.Report, o: Opts) -> None:
+    quiet = o.quiet
     for note in report.notes:
         sys.stderr.write(f"fixed: {note}\n")
     shown = [p for p in report.problems if not quiet or (p.severity == "error" and not p.fixed)]
@@ -105,4 +130,4 @@ def _render_report(report: doctor_core.Report, quiet: bool) -> None:
         print("No problem found.")
     else:
         print(f"{errors} error(s) left, {warnings} warning(s), {fixed} fixed"
-              + ("" if report.ok else "; run `memcli doctor --fix` for what can be repaired"))
+              + ("" if report.ok else f"; run `{o.hint('doctor', '--fix')}` for what can be repaired"))

@@ -1,23 +1,23 @@
-"""Everyday commands: init, add, show, list, access, reindex."""
+"""Everyday commands: init, add, show, edit, list, access, reindex.
+
+The core is imported inside each command: `memcli --help` never loads it, and `show` and
+`list` load only the store."""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from memcli.cli.common import app, emit_json, notes, opts, warn
-from memcli.errors import MemcliError
-from memcli.store import memories
-from memcli.store.model import encode, now
-from memcli.store.store import init_store
+from memcli.cli.common import Opts, app, emit_json, notes, opts, warn
 
-console = Console()
+if TYPE_CHECKING:
+    from memcli.store import memories
+
+ID_HELP = "A memory id, or a unique prefix of one (mem_01JD3Z, or 01JD3Z)."
 
 
 @app.command()
@@ -26,6 +26,9 @@ def init(ctx: typer.Context, path: Path = typer.Argument(Path("."), help="Folder
 
     Example: memcli init ~/agent-memory
     """
+    from memcli.cli.output import hint
+    from memcli.store.store import init_store
+
     o = opts(ctx)
     created = init_store(path.expanduser())
     root = str(path.expanduser().resolve())
@@ -34,23 +37,27 @@ def init(ctx: typer.Context, path: Path = typer.Argument(Path("."), help="Folder
     elif not o.quiet:
         print(f"{'Created' if created else 'Already a store:'} {root}")
         if created:
-            print("Next: memcli --store " + root + " add --type semantic --subtype fact "
-                  "--scope agent --scope-id coder --summary '...'")
+            print("Next: " + hint(root, "add --type semantic --subtype fact --scope agent "
+                                        "--scope-id coder --summary '...'"))
 
 
 @app.command()
 def add(
     ctx: typer.Context,
-    type_: str = typer.Option(..., "--type", help="episodic, semantic, procedural or working."),
-    subtype: str = typer.Option("", "--subtype", help="Free text, e.g. deployment."),
-    scope: str = typer.Option(..., "--scope", help="agent, team or global."),
-    scope_id: str = typer.Option("", "--scope-id", help="The agent or team id (not for global)."),
-    tag: list[str] = typer.Option([], "--tag", help="A tag; repeat for more."),
-    priority: str = typer.Option("normal", "--priority", help="critical, high, normal or low."),
-    created_by: str = typer.Option(None, "--created-by", help="Author (default $MEMCLI_AUTHOR)."),
-    summary: str = typer.Option("", "--summary", help="One-line summary."),
-    details: str = typer.Option(None, "--details", help="Long text, or - to read stdin."),
-    fmt: str = typer.Option("json", "--format", help="File format: json or md."),
+    type_: str = typer.Option(..., "--type", metavar="TYPE",
+                              help="episodic, semantic, procedural or working."),
+    subtype: str = typer.Option("", "--subtype", metavar="SUBTYPE", help="Free text, e.g. deployment."),
+    scope: str = typer.Option(..., "--scope", metavar="SCOPE", help="agent, team or global."),
+    scope_id: str = typer.Option("", "--scope-id", metavar="ID",
+                                 help="The agent or team id (required for those; none for global)."),
+    tag: list[str] = typer.Option([], "--tag", metavar="TAG", help="A tag; repeat for more."),
+    priority: str = typer.Option("normal", "--priority", metavar="PRIORITY",
+                                 help="critical, high, normal or low."),
+    created_by: str = typer.Option(None, "--created-by", metavar="WHO",
+                                   help="Author (default $MEMCLI_AUTHOR)."),
+    summary: str = typer.Option("", "--summary", metavar="TEXT", help="One-line summary."),
+    details: str = typer.Option(None, "--details", metavar="TEXT", help="Long text, or - to read stdin."),
+    fmt: str = typer.Option("json", "--format", metavar="FORMAT", help="File format: json or md."),
 ) -> None:
     """Write a memory and print its id. A near-identical memory already there is updated
     instead (its id is printed); a similar one is flagged for the next run.
@@ -58,16 +65,23 @@ def add(
     Example: memcli add --type procedural --subtype deployment --scope agent --scope-id coder
     --tag deploy --summary "Deploy to staging before production."
     """
+    from memcli.errors import MemcliError
+    from memcli.store import memories
+    from memcli.store.model import now
+
     o = opts(ctx)
     if scope != "global" and not scope_id:
         raise MemcliError(f"--scope-id is required for scope {scope!r}")
+    if scope == "global" and scope_id not in ("", "global"):
+        raise MemcliError(f"scope global takes no --scope-id (got {scope_id!r}): leave it out, or use "
+                          "--scope agent or --scope team")
     store = o.open_store()
     text = sys.stdin.read() if details == "-" else details
     new = memories.NewMemory(type_, subtype, scope, scope_id or "global", list(tag), priority,
                              created_by or _default_author(scope, scope_id), summary, text, fmt)
     with store.writing(o.wait) as recovered:
         result = memories.add_memory(store, new, now())
-    notes(recovered)
+    notes(recovered, o.quiet)
     warn(result.problems, o.quiet)
     _render_add(result, o.json, o.quiet)
 
@@ -94,64 +108,146 @@ def _render_add(result: memories.AddResult, as_json: bool, quiet: bool) -> None:
 
 
 @app.command()
-def show(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID")) -> None:
-    """Show one memory, live or archived.
+def show(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID", help=ID_HELP)) -> None:
+    """Show one memory, live or archived, as Markdown with its fields in front matter.
 
-    Example: memcli show mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A
+    Example: memcli show mem_01JD3Z7Q      (a unique prefix of the id is enough)
     """
+    from memcli.store import memories
+    from memcli.store.model import encode
+
     o = opts(ctx)
-    mem, folder, record = memories.show_memory(o.open_store(), mem_id)
+    store = o.open_store()
+    mem, folder, record = memories.show_memory(store, memories.resolve_id(store, mem_id))
     if o.json:
         emit_json({"memory": record, "folder": folder.rel, "path": str(mem.path),
                    "archived": folder.scope == "archive"})
         return
-    console.print(f"[bold]{mem.id}[/bold]  ({folder.rel}, {mem.fmt})", highlight=False)
-    console.print(encode(record, "md").decode(), markup=False, highlight=False)
+    if not o.quiet:
+        sys.stdout.write(f"{mem.id}  ({folder.rel}, {mem.fmt})\n")
+    sys.stdout.write(encode(record, "md").decode().rstrip("\n") + "\n")
+
+
+@app.command()
+def edit(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID", help=ID_HELP)) -> None:
+    """Edit a memory's file in $VISUAL or $EDITOR (else vi). On save the record is checked
+    (it must parse, meet the contract, keep its id and its folder's scope) and its indexes
+    are brought up to date, so a hand edit leaves nothing stale for `doctor`. An invalid
+    record is refused with the reason and the file is left as it was; what you wrote is
+    kept in the store's .cache/edit/ for you to fix.
+
+    Example: EDITOR=nano memcli edit mem_01JD3Z7Q
+    """
+    import shlex
+    import subprocess
+
+    from memcli.errors import BadRecordError, MemcliError
+    from memcli.store import fsops, memories
+    from memcli.store.cache import cache_dir
+
+    o = opts(ctx)
+    store = o.open_store()
+    mem, folder, _ = memories.show_memory(store, memories.resolve_id(store, mem_id))
+    if folder.scope == "archive":
+        raise MemcliError(f"{mem.id} is archived; bring it back first: {o.hint('restore', mem.id)}")
+    original = fsops.read_bytes(mem.path)
+    draft = cache_dir(store.root, "edit", create=True) / mem.path.name
+    fsops.write_replace(draft, original)
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    try:
+        done = subprocess.run([*shlex.split(editor), str(draft)], check=False)
+    except OSError as exc:
+        raise MemcliError(f"cannot run the editor {editor!r} ({exc.strerror}); set $EDITOR") from None
+    if done.returncode != 0:
+        raise MemcliError(f"the editor {editor!r} exited with {done.returncode}; nothing was changed")
+    raw = draft.read_bytes()
+    try:
+        result = memories.save_edit(store, mem.id, mem.content_hash, raw, o.wait)
+    except BadRecordError as exc:
+        raise MemcliError(f"{exc.path} was not changed: {'; '.join(exc.reasons)}. Your edit is kept in "
+                          f"{draft}; fix it there and copy it over, or run edit again") from None
+    draft.unlink()
+    if o.json:
+        emit_json({"id": result.id, "path": result.path, "changed": result.changed})
+    elif not o.quiet:
+        print(f"{'Saved' if result.changed else 'No change to'} {result.path}"
+              + (" (checked and reindexed)" if result.changed else ""))
 
 
 @app.command("list")
 def list_(
     ctx: typer.Context,
-    scope: str = typer.Option(None, "--scope", help="agent, team or global."),
-    scope_id: str = typer.Option(None, "--scope-id", help="An agent or team id."),
-    type_: str = typer.Option(None, "--type", help="Memory type."),
-    subtype: str = typer.Option(None, "--subtype", help="Memory subtype."),
-    tag: list[str] = typer.Option([], "--tag", help="Only memories with this tag (repeatable)."),
+    scope: str = typer.Option(None, "--scope", metavar="SCOPE", help="agent, team or global."),
+    scope_id: str = typer.Option(None, "--scope-id", metavar="ID", help="An agent or team id."),
+    type_: str = typer.Option(None, "--type", metavar="TYPE",
+                              help="episodic, semantic, procedural or working."),
+    subtype: str = typer.Option(None, "--subtype", metavar="SUBTYPE", help="Memory subtype."),
+    tag: list[str] = typer.Option([], "--tag", metavar="TAG",
+                                  help="Only memories with this tag (repeatable)."),
     archived: bool = typer.Option(False, "--archived", help="List the archive instead."),
+    since: str = typer.Option(None, "--since", metavar="WHEN",
+                              help="Only memories created since: 2026-11-01, 2026-11-01T08:00Z, 7d, 12h."),
+    sort: str = typer.Option("folder", "--sort", metavar="ORDER",
+                             help="folder (folders in order, newest first in each), created, updated, "
+                                  "accessed or uses (newest, most used first)."),
+    limit: int = typer.Option(0, "--limit", metavar="N", help="Show at most N memories (0 = all)."),
 ) -> None:
-    """List memories, newest first within each folder.
+    """List memories: two lines each (id, folder, kind, uses; the summary). Over 10,000
+    memories, a progress bar on a terminal while the folders are read.
 
-    Example: memcli list --scope agent --scope-id coder --type procedural --json
+    Example: memcli list --scope agent --scope-id coder --sort accessed --limit 20
     """
+    from memcli.cli.output import Progress
+    from memcli.errors import MemcliError
+    from memcli.store import memories
+    from memcli.store.model import now
+
     o = opts(ctx)
-    flt = memories.ListFilter(scope, scope_id, type_, subtype, list(tag), archived)
-    entries, problems = memories.list_memories(o.open_store(), flt)
-    warn(problems, o.quiet)
+    if limit < 0:
+        raise MemcliError("--limit must be 0 (all) or more")
+    flt = memories.ListFilter(scope, scope_id, type_, subtype, list(tag), archived,
+                              memories.parse_since(since, now()) if since else None, sort, limit)
+    store = o.open_store()
+    with Progress(o.json or o.quiet, min_total=10_000) as progress:
+        listing = memories.list_view(store, flt, progress)
+    warn(listing.problems, o.quiet)
     if o.json:
-        emit_json({"memories": entries, "count": len(entries)})
-        return
-    _render_list(entries, archived)
+        emit_json({"memories": listing.entries, "count": len(listing.entries), "matched": listing.matched})
+    elif o.quiet:
+        sys.stdout.write("".join(e["id"] + "\n" for e in listing.entries))
+    else:
+        _render_list(listing, archived, o)
 
 
-def _render_list(entries: list[dict[str, Any]], archived: bool) -> None:
-    table = Table(title=f"{len(entries)} {'archived ' if archived else ''}memories", show_lines=True)
-    table.add_column("id, folder, kind", no_wrap=True)
-    table.add_column("uses", no_wrap=True)
-    table.add_column("summary [tags]", ratio=1)
-    for e in entries:
+def _render_list(listing: memories.Listing, archived: bool, o: Opts) -> None:
+    """Plain lines, written as they come (100,000 memories print in seconds, not a table
+    built in memory): the id never wraps; the summary is cut to the width with an ellipsis."""
+    from memcli.cli.output import ellipsize, plural, width
+
+    cols = max(width(), 40)
+    out = sys.stdout
+    for e in listing.entries:
         where = (e.get("from") or e["folder"]) if archived else e["folder"]
+        last = (e.get("last_accessed") or "never")[:10]
+        uses = f"{plural(int(e.get('access_count') or 0), 'use')}, last {last}"
+        head = f"{e['id']}  {where}  {e.get('type')}/{e.get('subtype') or '-'}"
+        head = head + "  " + uses if len(head) + 2 + len(uses) <= cols else head + "\n  " + uses
         tags = ", ".join(e.get("tags") or [])
-        table.add_row(f"{e['id']}\n{where}\n{e.get('type')}/{e.get('subtype') or '-'}",
-                      f"{e.get('access_count', 0)}\n{(e.get('last_accessed') or 'never')[:10]}",
-                      (e.get("summary") or "") + (f" [{tags}]" if tags else ""))
-    console.print(table, markup=False)
+        text = (e.get("summary") or "") + (f" [{tags}]" if tags else "")
+        out.write(f"{head}\n  {ellipsize(text, cols - 2)}\n")
+    shown = len(listing.entries)
+    kind = "archived memories" if archived else "memories"
+    tail = f"{shown:,} {kind}" if shown == listing.matched else (
+        f"{shown:,} of {listing.matched:,} {kind} (--limit 0 for all)")
+    out.write(("\n" if shown else "") + tail + "\n")
 
 
 @app.command()
 def access(
     ctx: typer.Context,
-    mem_id: str = typer.Argument(..., metavar="ID"),
-    session: str = typer.Option(None, "--session", help="Count it once within this session id."),
+    mem_id: str = typer.Argument(..., metavar="ID", help=ID_HELP),
+    session: str = typer.Option(None, "--session", metavar="SESSION",
+                                help="Count it once within this session id."),
 ) -> None:
     """Record a use of a memory: access_count + 1, last_accessed = now. Recorded at once
     (never waits for a running consolidation) and folded into the file by the next command
@@ -159,8 +255,12 @@ def access(
 
     Example: memcli access mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A
     """
+    from memcli.store import memories
+    from memcli.store.model import now
+
     o = opts(ctx)
-    result = memories.access_memory(o.open_store(), mem_id, now(), session)
+    store = o.open_store()
+    result = memories.access_memory(store, memories.resolve_id(store, mem_id), now(), session)
     if o.json:
         emit_json({k: result[k] for k in ("id", "access_count", "last_accessed")})
     elif not o.quiet:
@@ -174,19 +274,22 @@ def reindex(ctx: typer.Context) -> None:
 
     Example: memcli reindex
     """
+    from memcli.cli.output import Progress, plural
+    from memcli.recall import index as recall_index
+    from memcli.store import memories
+
     o = opts(ctx)
     store = o.open_store()
-    with store.writing(o.wait) as recovered:
-        result = memories.reindex(store)
-    from memcli.recall import index as recall_index
-
+    with store.writing(o.wait) as recovered, Progress(o.json or o.quiet) as progress:
+        result = memories.reindex(store, progress)
     recall_index.after_run(store, list(result.folders))
-    notes(recovered)
+    notes(recovered, o.quiet)
     warn(result.problems, o.quiet)
     if o.json:
-        emit_json({"folders": result.folders, "problems": [str(p) for p in result.problems]})
+        emit_json({"folders": result.folders, "memories": result.live, "archived": result.archived,
+                   "problems": [str(p) for p in result.problems]})
     elif not o.quiet:
-        total = sum(result.folders.values())
-        print(f"Reindexed {len(result.folders)} folders, {total} memories"
-              + (f"; {len(result.problems)} problem(s) above" if result.problems else ""))
+        print(f"Reindexed {plural(len(result.folders) - 1, 'folder')}: {plural(result.live, 'memory')}"
+              f" (and {result.archived:,} archived)"
+              + (f"; {plural(len(result.problems), 'problem')} above" if result.problems else ""))
 

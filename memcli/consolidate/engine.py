@@ -7,6 +7,7 @@ the plan; a real run hands it to `journal.execute`; the log records it; undo rev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from memcli.consolidate.pairsearch import BlockTexts
@@ -42,8 +43,11 @@ __all__ = [
 def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
                 limit: int | None = None, consent: bool = False, llm: bool | None = None,
                 folders: list[Folder] | None = None, wait: float = 10.0,
-                progress: Progress | None = None, plan_out: Path | None = None) -> Outcome:
-    """One consolidation run: plan, then (unless a dry run) apply under the store lock."""
+                progress: Progress | None = None, plan_out: Path | None = None,
+                confirm: Callable[[Outcome], bool] | None = None) -> Outcome:
+    """One consolidation run: plan, then (unless a dry run) apply under the store lock.
+    `confirm(preview)`, when given, sees the plan before it is applied; False cancels the
+    run (MemcliError, nothing written)."""
     opts = RunOptions(trigger, limit, consent, folders, progress=progress)
     notes = _attach_llm(store, opts, llm)
     if dry_run or plan_out is not None:
@@ -60,7 +64,9 @@ def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
             from memcli.consolidate import llm_bridge
 
             planning.state_extra.update(llm_bridge.state_update(store, opts.judge))
-        return apply(store, planning)
+        if confirm is not None and not confirm(preview(planning)):
+            raise MemcliError("cancelled: nothing was written")
+        return apply(store, planning, progress)
 
 
 def _attach_llm(store: Store, opts: RunOptions, llm: bool | None) -> list[str]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from memcli.consolidate import engine, review
+from memcli.consolidate import review
 from memcli.errors import MemcliError, NotFoundError, PlanMismatchError
 from memcli.store import journal, log, paths
 from memcli.store.model import Outcome, Plan, format_ts, now, ts_or_none
@@ -18,13 +19,36 @@ _BARS = "▁▂▃▄▅▆▇█"
 
 
 def recent_runs(store: Store, last: int, run_id: str | None = None) -> list[dict[str, Any]]:
+    """The `last` runs, newest first (0: all), or the run `run_id` names (a unique prefix is
+    enough). Each entry carries `undone_by`: the run that undid it, or None."""
     entries = log.read_entries(store.root)
+    undone = {str(a.get("run_id")): e.get("run_id") for e in entries for a in e.get("actions", [])
+              if isinstance(a, dict) and a.get("type") == "undo"}
     if run_id:
-        found = [e for e in entries if e.get("run_id") == run_id]
-        if not found:
-            raise NotFoundError(f"no run {run_id} in the log (see `memcli log`)")
-        return found
-    return entries[-last:] if last > 0 else entries
+        wanted = resolve_run_id(run_id, [str(e.get("run_id")) for e in entries])
+        found = [e for e in entries if e.get("run_id") == wanted]
+    else:
+        found = list(reversed(entries[-last:] if last > 0 else entries))
+    return [{**e, "undone_by": undone.get(str(e.get("run_id")))} for e in found]
+
+
+def resolve_run_id(text: str, known: list[str], missing_ok: bool = False) -> str:
+    """The run id that `text` names: itself, or a unique prefix of one (with or without
+    `run_`); an ambiguous prefix is an error listing the candidates. Nothing matching:
+    NotFoundError, or (`missing_ok`) the id as given, for a caller that explains better."""
+    wanted = text if text.startswith("run_") else "run_" + text
+    if wanted in known:
+        return wanted
+    found = sorted({r for r in known if r.startswith(wanted)})
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        if missing_ok:
+            return wanted
+        raise NotFoundError(f"no run {text} in the log (see `memcli log`)")
+    shown = "".join(f"\n  {r}" for r in found[:10]) + (f"\n  ... and {len(found) - 10} more"
+                                                      if len(found) > 10 else "")
+    raise MemcliError(f"{text!r} is ambiguous: {len(found)} runs start with it:{shown}")
 
 
 def store_stats(store: Store) -> dict[str, Any]:
@@ -150,6 +174,8 @@ def _merge_pair(store: Store, ids: list[str]) -> Outcome:
     folders = {f.rel for _, f in found}
     if len(found) != 2 or len(folders) != 1:
         raise MemcliError("a review merge needs two live memories in the same folder")
+    from memcli.consolidate import engine  # not for log, stats and review list
+
     planner = engine.Planner(store, engine.RunOptions(trigger="review", folders=[found[0][1]]), now())
     planner.load()
     pair = [planner.live[i] for i in ids if i in planner.live]
@@ -162,7 +188,8 @@ def _merge_pair(store: Store, ids: list[str]) -> Outcome:
     return engine.apply(store, engine.Planning(planner.plan, planner.problems))
 
 
-def apply_plan_file(store: Store, path: Path, wait: float) -> Outcome:
+def apply_plan_file(store: Store, path: Path, wait: float,
+                    progress: Callable[[str, int, int], None] | None = None) -> Outcome:
     """Apply exactly a saved plan: refused whole unless every file is as the plan saw it.
     The plan is input like any file: refused whole, before anything changes, unless it
     reads as a plan memcli writes (`plan_problem`): its paths memory files inside the store's
@@ -187,7 +214,9 @@ def apply_plan_file(store: Store, path: Path, wait: float) -> Outcome:
         if changed:
             raise PlanMismatchError("the store changed since the plan was made; re-plan. Changed: "
                                     + ", ".join(changed[:20]))
-        return engine.apply(store, engine.Planning(plan))
+        from memcli.consolidate import engine
+
+        return engine.apply(store, engine.Planning(plan), progress)
 
 
 _OP_KINDS = ("write", "create", "remove")

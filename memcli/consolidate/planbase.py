@@ -50,6 +50,7 @@ class PlannerBase:
         self.features: dict[str, Any] = {}  # content hash -> guards.TextFeatures, made once a run
         self.vectors = self._semantic_cache()  # semantic.VectorCache when the signal is on
         self._meaning: dict[str, float] = {}  # member id -> cosine, for members merged by meaning
+        self.protected_counts: dict[str, int] = {}  # reason -> memories of the scope it protects
 
     def _semantic_cache(self) -> Any:
         if not self.cfg.semantic:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import gc
+import time
 from collections.abc import Iterator
 
+from memcli.consolidate import rules
 from memcli.consolidate.laterrules import LaterRules
 from memcli.consolidate.plantypes import ALL_RULES, LIGHT_RULES, WHOLE_STORE, Planning, RunOptions
 from memcli.store.model import Action
@@ -15,10 +17,13 @@ from memcli.store.store import Store
 
 def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     """Decide every action of a run at `moment`, in rule order, over a simulated store."""
+    started = time.monotonic()
     planner = Planner(store, opts, moment)
     with _gc_paused():
         planner.run()
     planner.apply_limit()
+    planner.plan.protected = dict(sorted(planner.protected_counts.items()))
+    planner.plan.plan_ms = int((time.monotonic() - started) * 1000)
     return Planning(planner.plan, planner.problems, planner.sigs, planner.refresh,
                     planner.listings if opts.trigger == "session_end" else None, planner.pairs_found,
                     vectors=planner.vectors if opts.warm_caches else None)
@@ -53,6 +58,7 @@ class Planner(LaterRules):
         if self.opts.trigger == "session_end":
             self.load()
             self._apply_rules()
+            self._count_protected()
             self._sign_rewritten()
         else:
             folders = self._scope_folders()
@@ -84,7 +90,16 @@ class Planner(LaterRules):
         if "archive" in wanted:
             self.archive_stale()
 
+    def _count_protected(self) -> None:
+        """How many memories of the run's scope are protected, by reason (for the report)."""
+        for item in self._all_loaded:
+            if (item.changed or self.opts.trigger != "session_end") and rules.takes_part(item.mem):
+                reason = self.protected(item)
+                if reason:
+                    self.protected_counts[reason] = self.protected_counts.get(reason, 0) + 1
+
     def _release(self) -> None:
+        self._count_protected()
         self._sign_rewritten()
         self._cover_rewritten()
         self.features.clear()

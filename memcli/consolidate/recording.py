@@ -8,18 +8,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memcli.consolidate.plantypes import TRIGGERS, Planning
+from memcli.consolidate.plantypes import TRIGGERS, Planning, Progress
 from memcli.store import caches, journal, opsfiles
 from memcli.store.model import Action, Outcome, Plan
 from memcli.store.store import Problem, Store
 
 
-def apply(store: Store, planning: Planning) -> Outcome:
+def apply(store: Store, planning: Planning, progress: Progress | None = None) -> Outcome:
     """Execute a plan (the caller holds the lock), then log it and update the store's state."""
     started = time.monotonic()
     plan = planning.plan
     opsfiles.preflight(store.root)  # an ops file of the wrong shape stops the run before any change
-    applied = journal.execute(store, plan)
+    applied = journal.execute(store, plan, progress)
     outcome = _outcome(plan, applied.actions, applied.skips, started)
     outcome.notes += [_skip_note(skip) for skip in applied.skips if skip["reason"] in _SKIP_NOTES]
     try:
@@ -73,13 +73,16 @@ def _problem_notes(problems: list[Problem]) -> list[str]:
 
 def preview(planning: Planning) -> Outcome:
     """What a real run at the same moment would do; writes nothing."""
-    outcome = _outcome(planning.plan, planning.plan.actions, [], time.monotonic())
+    outcome = _outcome(planning.plan, planning.plan.actions, [], None)
     outcome.dry_run = True
     outcome.notes += _problem_notes(planning.problems)
     return outcome
 
 
-def _outcome(plan: Plan, actions: list[Action], skips: list[dict[str, Any]], started: float) -> Outcome:
+def _outcome(plan: Plan, actions: list[Action], skips: list[dict[str, Any]],
+             started: float | None) -> Outcome:
+    """The run's report. Durations: planning, applying (0 for a dry run, or when `started`
+    is None) and both (`duration_ms`)."""
     logged = [a.log for a in actions] + skips
     merged = sum(len(a.log["source_ids"]) - 1 for a in actions if a.type == "merge")
     created = sum(1 for a in actions if a.type == "promote")
@@ -90,10 +93,12 @@ def _outcome(plan: Plan, actions: list[Action], skips: list[dict[str, Any]], sta
              "flagged": sum(1 for a in actions if a.type == "flag"), "skipped": len(skips),
              "deferred": len(plan.deferred),
              "memory_count": plan.memory_count - merged - archived + created,
-             "duration_ms": int((time.monotonic() - started) * 1000)}
+             "protected": sum(plan.protected.values())}
+    apply_ms = 0 if started is None else int((time.monotonic() - started) * 1000)
+    stats.update(plan_ms=plan.plan_ms, apply_ms=apply_ms, duration_ms=plan.plan_ms + apply_ms)
     return Outcome(plan.run_id, plan.trigger, plan.at, logged, stats,
                    deferred=[a.log for a in plan.deferred], notes=list(plan.notes),
-                   whys=[a.why for a in actions])
+                   whys=[a.why for a in actions], protected=dict(plan.protected))
 
 
 def write_plan_file(path: Path, plan: Plan) -> None:

@@ -67,15 +67,17 @@ class Change:
 # ---------------------------------------------------------------- undo
 
 
-def undo_run(store: Store, run_id: str, wait: float = 10.0) -> Outcome:
+def undo_run(store: Store, run_id: str, wait: float = 10.0,
+             progress: engine.Progress | None = None) -> Outcome:
     """Reverse run `run_id` exactly, as a new logged run with trigger `undo`."""
-    return _run(store, wait, lambda: plan_undo(store, run_id, now()))
+    return _run(store, wait, lambda: plan_undo(store, run_id, now()), progress)
 
 
-def _run(store: Store, wait: float, make_plan: Callable[[], engine.Planning]) -> Outcome:
+def _run(store: Store, wait: float, make_plan: Callable[[], engine.Planning],
+         progress: engine.Progress | None = None) -> Outcome:
     """Plan and apply under the lock, after recovering any interrupted run."""
     with store.writing(wait) as recovered:
-        outcome = engine.apply(store, make_plan())
+        outcome = engine.apply(store, make_plan(), progress)
     outcome.notes = recovered + outcome.notes
     return outcome
 

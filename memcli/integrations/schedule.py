@@ -292,7 +292,10 @@ def _weekly_status(cron: str, state: Mapping[str, Any], moment: dt.datetime) -> 
     return {"cron": cron, "last_run": format_ts(last_at) if last_at else None,
             "last_scheduled": format_ts(last_scheduled(cron, moment)),
             "next": format_ts(next_scheduled(cron, moment)),
-            "overdue": due_weekly(cron, last_at, moment)}
+            # `overdue` is a scheduled time missed since a pass ran; a store whose pass never
+            # ran (a new one) is not late, though `tick` runs its first pass at once
+            "overdue": last_at is not None and due_weekly(cron, last_at, moment),
+            "never_run": last_at is None}
 
 
 def _daily_status(crons: Sequence[str], state: Mapping[str, Any], moment: dt.datetime) -> dict[str, Any]:
@@ -302,7 +305,8 @@ def _daily_status(crons: Sequence[str], state: Mapping[str, Any], moment: dt.dat
             "last_covered": format_ts(covered) if covered else None,
             "last_scheduled": format_ts(latest) if latest else None,
             "next": format_ts(upcoming) if upcoming else None,
-            "overdue": due_daily(crons, covered, moment)}
+            "overdue": covered is not None and due_daily(crons, covered, moment),
+            "never_run": bool(crons) and covered is None}
 
 
 def _llm_calls(store: Store, state: Mapping[str, Any], moment: dt.datetime) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import errno
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,9 @@ class RecordingFailed(MemcliError):
 # ---------------------------------------------------------------- apply
 
 
-def execute(store: Store, plan: Plan) -> Applied:
-    """Carry out the plan's actions in order, each only if its files are as planned."""
+def execute(store: Store, plan: Plan, progress: Callable[[str, int, int], None] | None = None) -> Applied:
+    """Carry out the plan's actions in order, each only if its files are as planned;
+    `progress("applying", files_done, files_total)` now and then."""
     if not paths.is_run_id(plan.run_id):
         raise MemcliError(f"bad run id {plan.run_id!r}; nothing was changed")
     if run_dir(store, plan.run_id).exists():
@@ -86,7 +88,7 @@ def execute(store: Store, plan: Plan) -> Applied:
              for n, action in enumerate(plan.actions) if n not in unsafe for op in action.ops]
     _write_journal(store, plan.run_id, {"run_id": plan.run_id, "phase": "applying", "files": files})
     try:
-        applied = _execute_actions(store, plan, unsafe)
+        applied = _execute_actions(store, plan, unsafe, progress)
         applied.files = files
         return applied
     except Exception:
@@ -122,8 +124,11 @@ def _unwritable(store: Store, rel: str) -> str | None:
     return f"{store.rel(folder)} cannot be written (permission denied)"
 
 
-def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str]) -> Applied:
+def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str],
+                     progress: Callable[[str, int, int], None] | None = None) -> Applied:
     applied = Applied()
+    total = sum(len(action.ops) for action in plan.actions)  # files: an undo is one action of many
+    done = 0
     seen: dict[str, str | None] = {}  # path -> hash on disk now, once looked at
     before: dict[str, str | None] = {}
     skipped_after: set[str] = set()  # hashes an action that was skipped would have written
@@ -139,7 +144,12 @@ def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str]) -> Applie
             continue
         for op in action.ops:
             _do(store, plan.run_id, op, seen, before)
+            done += 1
+            if progress is not None and done % 32 == 0:
+                progress("applying", done, total)
         applied.actions.append(action)
+    if progress is not None:
+        progress("applying", done, total)
     applied.manifest = _manifest(store, plan.run_id, before, seen)
     return applied
 

@@ -592,6 +592,8 @@ class Plan:
     flagged_done: list[list[str]] = field(default_factory=list)  # on-save pairs looked at
     notes: list[str] = field(default_factory=list)
     memory_count: int = 0
+    protected: dict[str, int] = field(default_factory=dict)  # memories the rules left alone, by reason
+    plan_ms: int = 0  # how long planning took
 
     def to_json(self) -> dict[str, Any]:
         return {"version": 1, "run_id": self.run_id, "trigger": self.trigger, "at": self.at,
@@ -622,8 +624,9 @@ class Outcome:
     deferred: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     whys: list[str] = field(default_factory=list)
+    protected: dict[str, int] = field(default_factory=dict)  # by reason (SPEC 2); the total is in stats
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "trigger": self.trigger, "timestamp": self.timestamp,
                 "dry_run": self.dry_run, "actions": self.actions, "stats": self.stats,
-                "deferred": self.deferred, "notes": self.notes}
+                "protected": self.protected, "deferred": self.deferred, "notes": self.notes}

@@ -31,7 +31,7 @@ def test_capture_prints_what_it_did_and_how_to_undo(store: Path) -> None:
     code, out, _ = run(store, "capture", str(SAMPLES / "fix-failing-test.jsonl"), "--agent", "coder")
     assert code == 0
     mem_id = re.search(r"Created (mem_\w+) in agent/coder", out)
-    run_id = re.search(r"Undo with: memcli undo (run_\w+)", out)
+    run_id = re.search(r"Undo with: memcli --store \S+ undo (run_\w+)", out)
     assert mem_id and run_id and "session 7c1e4d2a-5b8f-4e21-9d3c-1a2b3c4d5e6f, 17 messages, extractive" in out
     code, out, _ = run(store, "log")
     assert code == 0 and "capture" in out

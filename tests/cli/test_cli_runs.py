@@ -40,9 +40,11 @@ def test_consolidate_json_report(store: Path) -> None:
 def test_consolidate_table_report_and_hints(store: Path) -> None:
     add(store, access_count=0)
     code, out, _ = run(store, "consolidate", "--dry-run")
-    assert code == 0 and "Dry run: nothing was written" in out and "Apply with: memcli consolidate" in out
+    # hints keep the --store the command was run with, so they work pasted as they are
+    assert code == 0 and "Dry run: nothing was written" in out
+    assert f"Apply with: memcli --store {store} consolidate" in out
     code, out, _ = run(store, "consolidate")
-    assert code == 0 and "archive" in out and "Undo with: memcli undo run_" in out
+    assert code == 0 and "archive" in out and f"Undo with: memcli --store {store} undo run_" in out
 
 
 def test_consolidate_bad_options(store: Path) -> None:
@@ -67,7 +69,7 @@ def test_plan_out_and_apply(store: Path, tmp_path: Path) -> None:
     add(store, access_count=0)
     plan = tmp_path / "plan.json"
     code, out, _ = run(store, "consolidate", "--plan-out", str(plan))
-    assert code == 0 and plan.exists() and f"memcli apply {plan}" in out
+    assert code == 0 and plan.exists() and f"memcli --store {store} apply {plan}" in out
     code, out, _ = run(store, "apply", str(plan), "--json")
     assert code == 0 and json.loads(out)["actions"][0]["type"] == "archive"
     code, _, err = run(store, "apply", str(tmp_path / "missing.json"))
@@ -149,7 +151,7 @@ def test_review_show_puts_both_texts_side_by_side(store: Path) -> None:
     assert detail["guards_now"][0] == "numbers" and 0.8 < detail["similarity_now"] <= 1.0
     code, out, _ = runner_wide(store, "review", "show", item["id"])
     assert code == 0 and "Guard: numbers" in out and older in out and newer in out
-    assert "similarity" in out and f"memcli review resolve {item['id']}" in out
+    assert "similarity" in out and f"memcli --store {store} review resolve {item['id']}" in out
     assert run(store, "review", "show", "rev_9999")[0] == 1
 
 

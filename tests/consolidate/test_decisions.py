@@ -203,7 +203,7 @@ def test_the_undo_says_what_later_runs_will_not_do(store: Path) -> None:
     code, out, _ = run(store, "undo", run_id)
     assert code == 0
     assert f"Later runs will not redo it: {older} and {newer} are kept apart" in out
-    assert "memcli review resolve ID --merge" in out
+    assert f"memcli --store {store} review resolve ID --merge" in out
 
 
 # ---------------------------------------------------------------- pure parts

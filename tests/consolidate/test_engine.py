@@ -328,7 +328,8 @@ def test_log_entry_shape_and_no_memory_text(store: Path) -> None:
     assert entry["run_id"] == out.run_id and entry["trigger"] == "manual"
     assert set(entry["stats"]) == {"memories_merged", "memories_summarized", "memories_promoted",
                                    "memories_archived", "flagged", "skipped", "deferred", "memory_count",
-                                   "duration_ms"}
+                                   "protected", "plan_ms", "apply_ms", "duration_ms"}
+    assert entry["stats"]["duration_ms"] == entry["stats"]["plan_ms"] + entry["stats"]["apply_ms"]
     assert secret not in text and DUP not in text and "Something happened" not in text
 
 

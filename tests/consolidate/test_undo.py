@@ -183,7 +183,7 @@ def test_undo_output_for_people_names_the_undo_run(rich_store: tuple[Path, dict[
     run_id = consolidate(root)
     code, out, _ = run(root, "undo", run_id)
     assert code == 0
-    assert out.startswith(f"Undid {run_id}: ") and "memcli undo run_" in out
+    assert out.startswith(f"Undid {run_id}: ") and f"memcli --store {root} undo run_" in out
 
 
 # ---------------------------------------------------------------- restore

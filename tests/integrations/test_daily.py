@@ -287,7 +287,7 @@ def test_status_shows_the_next_light_pass(store: Path) -> None:
     assert data["daily"] == {"cron": DAILY, "last_run": "2026-11-24T10:00:00Z",
                              "last_covered": "2026-11-24T10:00:00Z",
                              "last_scheduled": "2026-11-24T10:00:00Z",
-                             "next": "2026-11-24T15:00:00Z", "overdue": False}
+                             "next": "2026-11-24T15:00:00Z", "overdue": False, "never_run": False}
     assert data["runs"]["daily"]["run_id"] == "run_daily"
     late = run("--store", str(store), "--json", "status", env={"MEMCLI_NOW": "2026-11-24T15:30:00Z"})
     assert late["daily"]["overdue"] is True
@@ -299,7 +299,7 @@ def test_status_shows_the_next_light_pass(store: Path) -> None:
 def test_status_without_daily_passes(store: Path) -> None:
     data = run("--store", str(store), "--json", "status")
     assert data["daily"] == {"cron": [], "last_run": None, "last_covered": None, "last_scheduled": None,
-                             "next": None, "overdue": False}
+                             "next": None, "overdue": False, "never_run": False}
     assert "Daily light passes: none" in run("--store", str(store), "status", env={"COLUMNS": "200"}).stdout
 
 

@@ -242,7 +242,7 @@ def test_status_reports_runs_schedule_indexes_and_queue(store: Path) -> None:
     assert data["runs"]["manual"] is None
     assert data["weekly"] == {"cron": "0 0 * * 0", "last_run": "2026-11-22T00:00:00Z",
                               "last_scheduled": "2026-11-22T00:00:00Z",
-                              "next": "2026-11-29T00:00:00Z", "overdue": False}
+                              "next": "2026-11-29T00:00:00Z", "overdue": False, "never_run": False}
     rows = {row["folder"]: row for row in data["indexes"]}
     assert rows["agent/coder"] == {"folder": "agent/coder", "entries": 3, "files": 3,
                                    "over_threshold": True}
@@ -269,4 +269,5 @@ def test_status_as_a_real_process(store: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "memcli", "--json", "status", "--store", str(store)],
                           capture_output=True, text=True, env={**os.environ, "TZ": "UTC"}, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert orjson.loads(proc.stdout)["weekly"]["overdue"] is True
+    weekly = orjson.loads(proc.stdout)["weekly"]
+    assert weekly["never_run"] is True and weekly["overdue"] is False  # new, not late
