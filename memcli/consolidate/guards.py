@@ -247,7 +247,8 @@ _POLARITY_PAIRS: tuple[tuple[frozenset[str], frozenset[str]], ...] = tuple(
 def polarity_differs(text_a: _Text, text_b: _Text) -> bool:
     """True when the texts take opposite sides of an antonym pair (enable / disable...)."""
     sides_a, sides_b = _f(text_a).once("polarity", _polarity), _f(text_b).once("polarity", _polarity)
-    return any(sides_b.get(pair, side) != side for pair, side in sides_a.items())
+    return bool(sides_a) and bool(sides_b) and any(
+        sides_b.get(pair, side) != side for pair, side in sides_a.items())
 
 
 def _polarity(text: TextFeatures) -> dict[int, int]:
@@ -396,6 +397,8 @@ def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
     if seq_a == seq_b:
         return False
     blocks = diff_blocks(first, second)
+    if len(blocks) < 2:  # two phrases trading places leave two blocks, or one the region check reads
+        return _region_swapped(first, second)
     mirrored = [
         (i, j) for i, op1 in enumerate(blocks) if op1.tag == "replace"
         for j in range(i + 1, len(blocks))
@@ -506,6 +509,18 @@ def _units_only(only_a: Sequence[str], only_b: Sequence[str]) -> bool:
 
 
 
+def _lexical(text: TextFeatures) -> frozenset[str]:
+    """The words of a text that the lexicon knows (only they can contrast)."""
+    return frozenset(w for w in text.sequence_set if senses(w))
+
+
+def _may_contrast(a: TextFeatures, b: TextFeatures) -> bool:
+    """True when A has a word the lexicon knows that could stand replaced in B: a function
+    word, or a word B lacks (the test the alignment walk makes, on sets first)."""
+    sequence_b = b.sequence_set
+    return any(w in STOPWORDS or w not in sequence_b for w in a.once("lexical", _lexical))
+
+
 def word_substituted(text_a: _Text, text_b: _Text) -> bool:
     """True when a word of one text stands, at the same place in the other, replaced by a word
     of contrary or sibling meaning: "a small dog" / "a big dog", "emptying" / "filling", "in
@@ -516,6 +531,8 @@ def word_substituted(text_a: _Text, text_b: _Text) -> bool:
     also uses elsewhere (it moved), nor words the lexicon does not know.
     """
     first, second = ordered(_f(text_a), _f(text_b))
+    if not (_may_contrast(first, second) and _may_contrast(second, first)):
+        return False
     seq_a, seq_b = first.sequence, second.sequence
     for op in diff_blocks(first, second):
         if op.tag != "replace" or op.a1 - op.a0 > _SUBSTITUTION_SPAN or op.b1 - op.b0 > _SUBSTITUTION_SPAN:
