@@ -589,13 +589,22 @@ def _spelled_out(words: Sequence[Word], acronyms: frozenset[str]) -> set[str]:
     return covered
 
 
-def _mentions(name: str, vocabulary: frozenset[str]) -> bool:
-    """True when ``vocabulary`` holds ``name`` in another form: typo, plural, short form."""
+def _prefixes(text: TextFeatures) -> frozenset[str]:
+    """Every beginning, :data:`_MIN_PREFIX` letters or longer, of the text's words: a short
+    form of one of them ("Calif" of "California") is then one set lookup."""
+    return frozenset(word[:end] for word in text.vocabulary for end in range(_MIN_PREFIX, len(word) + 1))
+
+
+def _mentions(name: str, other: TextFeatures) -> bool:
+    """True when the other text holds ``name`` in another form: typo, plural, short form
+    ("Ron" / "Ronald", either way round)."""
+    vocabulary = other.vocabulary
     if process.extractOne(name, vocabulary, scorer=fuzz.ratio, score_cutoff=_NAME_MATCH_CUTOFF):
         return True
-    return len(name) >= _MIN_PREFIX and any(
-        len(word) >= _MIN_PREFIX and (word.startswith(name) or name.startswith(word)) for word in vocabulary
-    )
+    if len(name) < _MIN_PREFIX:
+        return False
+    return name in other.once("prefixes", _prefixes) or any(
+        name[:end] in vocabulary for end in range(_MIN_PREFIX, len(name)))
 
 
 class _Names(NamedTuple):
@@ -627,7 +636,7 @@ def _unmatched_names(a: TextFeatures, b: TextFeatures) -> frozenset[str]:
         for name in candidates
         if not (name in names_a.acronyms and len(_letters(name)) > 1 and _letters(name) in names_b.initials)
         and not any(name in group and group & b.vocabulary for group in _NAME_ALIASES)
-        and not _mentions(name, b.vocabulary)
+        and not _mentions(name, b)
     )
 
 
