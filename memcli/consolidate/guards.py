@@ -58,6 +58,7 @@ Tuned on the MRPC train split and the memory pair set in ``bench/pairs.jsonl``;
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -72,7 +73,7 @@ from memcli.consolidate.additions import (
     extra_detail,
     qualifier_added,
 )
-from memcli.consolidate.lexicon import contrast, senses
+from memcli.consolidate.lexicon import contrast, known_words, senses
 from memcli.consolidate.restate import NUMBER_RE, SCALES, SPEECH_VERBS, canonical_number
 from memcli.consolidate.textfeatures import (
     STOPWORDS,
@@ -511,7 +512,7 @@ def _units_only(only_a: Sequence[str], only_b: Sequence[str]) -> bool:
 
 def _lexical(text: TextFeatures) -> frozenset[str]:
     """The words of a text that the lexicon knows (only they can contrast)."""
-    return frozenset(w for w in text.sequence_set if senses(w))
+    return known_words(text.sequence_set)
 
 
 def _may_contrast(a: TextFeatures, b: TextFeatures) -> bool:
@@ -589,10 +590,10 @@ def _spelled_out(words: Sequence[Word], acronyms: frozenset[str]) -> set[str]:
     return covered
 
 
-def _prefixes(text: TextFeatures) -> frozenset[str]:
-    """Every beginning, :data:`_MIN_PREFIX` letters or longer, of the text's words: a short
-    form of one of them ("Calif" of "California") is then one set lookup."""
-    return frozenset(word[:end] for word in text.vocabulary for end in range(_MIN_PREFIX, len(word) + 1))
+def _sorted_vocabulary(text: TextFeatures) -> list[str]:
+    """The text's words in order: the words that begin with a given name stand together, so
+    a short form of one of them ("Calif" of "California") is one binary search away."""
+    return sorted(text.vocabulary)
 
 
 def _mentions(name: str, other: TextFeatures) -> bool:
@@ -603,7 +604,9 @@ def _mentions(name: str, other: TextFeatures) -> bool:
         return True
     if len(name) < _MIN_PREFIX:
         return False
-    return name in other.once("prefixes", _prefixes) or any(
+    words = other.once("sorted_vocabulary", _sorted_vocabulary)
+    at = bisect_left(words, name)
+    return (at < len(words) and words[at].startswith(name)) or any(
         name[:end] in vocabulary for end in range(_MIN_PREFIX, len(name)))
 
 

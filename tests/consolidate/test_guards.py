@@ -37,7 +37,7 @@ from memcli.consolidate.guards import (
     roles_swapped,
     word_substituted,
 )
-from memcli.consolidate.lexicon import contrast, senses
+from memcli.consolidate.lexicon import contrast, known_words, senses
 from memcli.consolidate.textfeatures import diff_blocks, features, ordered
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -489,6 +489,11 @@ def test_roles_let_reorderings_through(text_a: str, text_b: str) -> None:
 )
 def test_substitution_lets_synonyms_and_moves_through(text_a: str, text_b: str) -> None:
     assert not word_substituted(text_a, text_b) and not word_substituted(text_b, text_a)
+
+
+def test_lexicon_known_words_are_those_with_senses() -> None:
+    words = frozenset({"guitars", "flute", "zorblax", "bus", "in", "deploy"})
+    assert known_words(words) == frozenset(w for w in words if senses(w)) == {"guitars", "flute", "bus", "in"}
 
 
 def test_lexicon_contrasts_senses_not_synonyms() -> None:
