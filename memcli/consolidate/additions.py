@@ -76,6 +76,31 @@ def _longest_new_run(a: TextFeatures, b: TextFeatures) -> int:
     return best
 
 
+def _body_stems(text: TextFeatures) -> tuple[dict[str, int], dict[str, int]]:
+    """How often each stem occurs among the words :func:`_longest_new_run` walks (a bare
+    attribution aside), over all words and over content words."""
+    lead, trail = text.attribution_words
+    counts: dict[str, int] = {}
+    content: dict[str, int] = {}
+    for word in text.words[lead:len(text.words) - trail]:
+        stem = word[:STEM_LETTERS]
+        counts[stem] = counts.get(stem, 0) + 1
+        if word not in STOPWORDS:
+            content[stem] = content.get(stem, 0) + 1
+    return counts, content
+
+
+def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:
+    """False when A cannot hold a run :func:`extra_detail` counts: fewer new words in all, or
+    fewer new content words, than a run needs. Set operations on what each text holds, so
+    that the word-by-word walk is only made for the few pairs that might have such a run."""
+    counts, content = a.once("body_stems", _body_stems)
+    stems_b = b.stems
+    if sum(content[stem] for stem in content.keys() - stems_b) < EXTRA_DETAIL_CONTENT:
+        return False
+    return sum(counts[stem] for stem in counts.keys() - stems_b) >= EXTRA_DETAIL_RUN
+
+
 def extra_detail(text_a: _Text, text_b: _Text) -> bool:
     """True when either text holds a run of new words (a clause) that the other lacks.
 
@@ -88,7 +113,8 @@ def extra_detail(text_a: _Text, text_b: _Text) -> bool:
     said to a standing ovation.").
     """
     a, b = _f(text_a), _f(text_b)
-    return _longest_new_run(a, b) >= EXTRA_DETAIL_RUN or _longest_new_run(b, a) >= EXTRA_DETAIL_RUN
+    return any(_may_hold_run(x, y) and _longest_new_run(x, y) >= EXTRA_DETAIL_RUN
+               for x, y in ((a, b), (b, a)))
 
 
 # --------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ Tuned on the MRPC train split and the memory pair set in ``bench/pairs.jsonl``;
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -72,8 +73,8 @@ from memcli.consolidate.additions import (
     extra_detail,
     qualifier_added,
 )
-from memcli.consolidate.lexicon import contrast, senses
-from memcli.consolidate.restate import NUMBER_RE, SCALES, canonical_number
+from memcli.consolidate.lexicon import contrast, known_words, senses
+from memcli.consolidate.restate import NUMBER_RE, SCALES, SPEECH_VERBS, canonical_number
 from memcli.consolidate.textfeatures import (
     STOPWORDS,
     TextFeatures,
@@ -247,7 +248,8 @@ _POLARITY_PAIRS: tuple[tuple[frozenset[str], frozenset[str]], ...] = tuple(
 def polarity_differs(text_a: _Text, text_b: _Text) -> bool:
     """True when the texts take opposite sides of an antonym pair (enable / disable...)."""
     sides_a, sides_b = _f(text_a).once("polarity", _polarity), _f(text_b).once("polarity", _polarity)
-    return any(sides_b.get(pair, side) != side for pair, side in sides_a.items())
+    return bool(sides_a) and bool(sides_b) and any(
+        sides_b.get(pair, side) != side for pair, side in sides_a.items())
 
 
 def _polarity(text: TextFeatures) -> dict[int, int]:
@@ -393,7 +395,11 @@ def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
     """
     first, second = ordered(_f(text_a), _f(text_b))
     seq_a, seq_b = first.sequence, second.sequence
+    if seq_a == seq_b:
+        return False
     blocks = diff_blocks(first, second)
+    if len(blocks) < 2:  # two phrases trading places leave two blocks, or one the region check reads
+        return _region_swapped(first, second)
     mirrored = [
         (i, j) for i, op1 in enumerate(blocks) if op1.tag == "replace"
         for j in range(i + 1, len(blocks))
@@ -407,22 +413,84 @@ def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
         if any(n not in paired for n in range(i + 1, j)):
             continue
         op1, op2 = blocks[i], blocks[j]
-        if not (_one_sentence(first.aligned, op1.a0, op2.a1)
-                and _one_sentence(second.aligned, op1.b0, op2.b1)):
-            continue  # roles trade places within a statement; words far apart are another matter
-        content_x = content_words(first.aligned[op1.a0:op1.a1])
-        content_y = content_words(second.aligned[op1.b0:op1.b1])
-        if not (content_x and content_y) or max(len(content_x), len(content_y)) > _ROLE_MAX_WORDS:
-            continue
-        if _symmetric(seq_a[op1.a1:op2.a0]) or _symmetric(seq_b[op1.b1:op2.b0]):
-            continue
-        spans_a = [(op1.a0, op1.a1), (op2.a0, op2.a1)]
-        spans_b = [(op1.b0, op1.b1), (op2.b0, op2.b1)]
-        if _agent_marked(seq_a, spans_a) != _agent_marked(seq_b, spans_b):
-            continue  # the passive voice names the same agent
-        if _whole_items(first.aligned, spans_a) and _whole_items(second.aligned, spans_b):
-            continue
-        return True
+        if _swap_counts(first, second, ((op1.a0, op1.a1), (op2.a0, op2.a1)),
+                        ((op1.b0, op1.b1), (op2.b0, op2.b1))):
+            return True
+    return _region_swapped(first, second)
+
+
+def _swap_counts(first: TextFeatures, second: TextFeatures, spans_a: Sequence[tuple[int, int]],
+                 spans_b: Sequence[tuple[int, int]]) -> bool:
+    """True when X and Y, at ``spans_a`` in the first text and trading places at ``spans_b``
+    in the second (each pair of spans in text order: ``spans_a[0]`` holds what ``spans_b[1]``
+    holds), are roles swapped rather than a harmless reordering."""
+    seq_a, seq_b = first.sequence, second.sequence
+    (x0, x1), (y0, y1) = spans_a
+    (v0, v1), (w0, w1) = spans_b
+    if not (_one_sentence(first.aligned, x0, y1) and _one_sentence(second.aligned, v0, w1)):
+        return False  # roles trade places within a statement; words far apart are another matter
+    content_x = content_words(first.aligned[x0:x1])
+    content_y = content_words(first.aligned[y0:y1])
+    if not (content_x and content_y) or max(len(content_x), len(content_y)) > _ROLE_MAX_WORDS:
+        return False
+    if _attribution_turned(first, second, spans_a, spans_b):
+        return False
+    if _symmetric(seq_a[x1:y0]) or _symmetric(seq_b[v1:w0]):
+        return False
+    if _agent_marked(seq_a, spans_a) != _agent_marked(seq_b, spans_b):
+        return False  # the passive voice names the same agent
+    return not (_whole_items(first.aligned, spans_a) and _whole_items(second.aligned, spans_b))
+
+
+def _attribution_turned(first: TextFeatures, second: TextFeatures, spans_a: Sequence[tuple[int, int]],
+                        spans_b: Sequence[tuple[int, int]]) -> bool:
+    """True when one of the swapped spans is a lone speech verb that closes its sentence in
+    either text: an attribution turned around ("..., said Steve Anderson, a Waco officer" /
+    "..., Waco officer Steve Anderson said."), not roles traded ("the reports database is a
+    replica of the orders database" keeps its "reports" mid-sentence)."""
+    def closes(words: Sequence[Word], end: int) -> bool:
+        return end == len(words) or words[end].sentence != words[end - 1].sentence
+
+    for (x0, x1), (_v0, v1) in ((spans_a[0], spans_b[1]), (spans_a[1], spans_b[0])):
+        if x1 - x0 == 1 and first.aligned[x0].canon in SPEECH_VERBS and (
+                closes(first.aligned, x1) or closes(second.aligned, v1)):
+            return True
+    return False
+
+
+# The differing stretch of two texts that _region_swapped splits into X, M, Y: beyond this
+# many words it is a rewrite, not two phrases trading places.
+_SWAP_REGION_MAX = 24
+
+
+def _region_swapped(first: TextFeatures, second: TextFeatures) -> bool:
+    """True when the one stretch where the texts differ reads X M Y in one and Y M X in the
+    other: phrases of unequal length trading places ("the billing worker calls the ledger" /
+    "the ledger calls the billing worker"), which a word alignment does not pair up block for
+    block."""
+    seq_a, seq_b = first.sequence, second.sequence
+    if len(seq_a) != len(seq_b):
+        return False  # trading places keeps the length
+    size = len(seq_a)
+    lead = 0
+    while lead < size and seq_a[lead] == seq_b[lead]:
+        lead += 1
+    trail = 0
+    while trail < size - lead and seq_a[size - 1 - trail] == seq_b[size - 1 - trail]:
+        trail += 1
+    region_a, region_b = seq_a[lead:size - trail], seq_b[lead:size - trail]
+    n = len(region_a)
+    if n < 3 or n > _SWAP_REGION_MAX:
+        return False
+    for len_x in range(1, n - 1):
+        for len_y in range(1, n - len_x):
+            x, y = region_a[:len_x], region_a[n - len_y:]
+            if (x != y and region_b[:len_y] == y and region_b[n - len_x:] == x
+                    and region_a[len_x:n - len_y] == region_b[len_y:n - len_x]
+                    and _swap_counts(first, second,
+                                     ((lead, lead + len_x), (lead + n - len_y, lead + n)),
+                                     ((lead, lead + len_y), (lead + n - len_x, lead + n)))):
+                return True
     return False
 
 
@@ -442,6 +510,18 @@ def _units_only(only_a: Sequence[str], only_b: Sequence[str]) -> bool:
 
 
 
+def _lexical(text: TextFeatures) -> frozenset[str]:
+    """The words of a text that the lexicon knows (only they can contrast)."""
+    return known_words(text.sequence_set)
+
+
+def _may_contrast(a: TextFeatures, b: TextFeatures) -> bool:
+    """True when A has a word the lexicon knows that could stand replaced in B: a function
+    word, or a word B lacks (the test the alignment walk makes, on sets first)."""
+    sequence_b = b.sequence_set
+    return any(w in STOPWORDS or w not in sequence_b for w in a.once("lexical", _lexical))
+
+
 def word_substituted(text_a: _Text, text_b: _Text) -> bool:
     """True when a word of one text stands, at the same place in the other, replaced by a word
     of contrary or sibling meaning: "a small dog" / "a big dog", "emptying" / "filling", "in
@@ -452,6 +532,8 @@ def word_substituted(text_a: _Text, text_b: _Text) -> bool:
     also uses elsewhere (it moved), nor words the lexicon does not know.
     """
     first, second = ordered(_f(text_a), _f(text_b))
+    if not (_may_contrast(first, second) and _may_contrast(second, first)):
+        return False
     seq_a, seq_b = first.sequence, second.sequence
     for op in diff_blocks(first, second):
         if op.tag != "replace" or op.a1 - op.a0 > _SUBSTITUTION_SPAN or op.b1 - op.b0 > _SUBSTITUTION_SPAN:
@@ -508,13 +590,24 @@ def _spelled_out(words: Sequence[Word], acronyms: frozenset[str]) -> set[str]:
     return covered
 
 
-def _mentions(name: str, vocabulary: frozenset[str]) -> bool:
-    """True when ``vocabulary`` holds ``name`` in another form: typo, plural, short form."""
+def _sorted_vocabulary(text: TextFeatures) -> list[str]:
+    """The text's words in order: the words that begin with a given name stand together, so
+    a short form of one of them ("Calif" of "California") is one binary search away."""
+    return sorted(text.vocabulary)
+
+
+def _mentions(name: str, other: TextFeatures) -> bool:
+    """True when the other text holds ``name`` in another form: typo, plural, short form
+    ("Ron" / "Ronald", either way round)."""
+    vocabulary = other.vocabulary
     if process.extractOne(name, vocabulary, scorer=fuzz.ratio, score_cutoff=_NAME_MATCH_CUTOFF):
         return True
-    return len(name) >= _MIN_PREFIX and any(
-        len(word) >= _MIN_PREFIX and (word.startswith(name) or name.startswith(word)) for word in vocabulary
-    )
+    if len(name) < _MIN_PREFIX:
+        return False
+    words = other.once("sorted_vocabulary", _sorted_vocabulary)
+    at = bisect_left(words, name)
+    return (at < len(words) and words[at].startswith(name)) or any(
+        name[:end] in vocabulary for end in range(_MIN_PREFIX, len(name)))
 
 
 class _Names(NamedTuple):
@@ -546,7 +639,7 @@ def _unmatched_names(a: TextFeatures, b: TextFeatures) -> frozenset[str]:
         for name in candidates
         if not (name in names_a.acronyms and len(_letters(name)) > 1 and _letters(name) in names_b.initials)
         and not any(name in group and group & b.vocabulary for group in _NAME_ALIASES)
-        and not _mentions(name, b.vocabulary)
+        and not _mentions(name, b)
     )
 
 

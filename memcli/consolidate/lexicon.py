@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["CLASSES", "contrast", "senses"]
+__all__ = ["CLASSES", "contrast", "known_words", "senses"]
 
 # class name -> senses, each a space-separated list of the forms that mean one thing.
 CLASSES: dict[str, tuple[str, ...]] = {
@@ -169,6 +169,12 @@ def senses(word: str) -> tuple[tuple[str, int], ...]:
     if found is None and len(word) > 3 and word.endswith("s"):
         found = index.get(word[:-1])
     return found or ()
+
+
+def known_words(words: frozenset[str]) -> frozenset[str]:
+    """The words of a set that have senses (:func:`senses` is not empty for exactly these)."""
+    index = _index()
+    return frozenset(w for w in words if w in index or (len(w) > 3 and w.endswith("s") and w[:-1] in index))
 
 
 def contrast(word_a: str, word_b: str) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.utils import default_process
@@ -292,32 +292,40 @@ def ordered(a: TextFeatures, b: TextFeatures) -> tuple[TextFeatures, TextFeature
 
 
 @lru_cache(maxsize=256)
-def _alignment(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:
-    """Word-level edit blocks from ``first.sequence`` to ``second.sequence``."""
-    seq_a, seq_b = first.sequence, second.sequence
-    if max(len(seq_a), len(seq_b)) > MAX_ALIGN_WORDS:
-        return (Op("replace", 0, len(seq_a), 0, len(seq_b)),)
-    return tuple(Op(op.tag, op.src_start, op.src_end, op.dest_start, op.dest_end)
-                 for op in Levenshtein.opcodes(seq_a, seq_b))
-
-
-@lru_cache(maxsize=256)
 def diff_blocks(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:
     """Where two texts differ, as blocks between their equal stretches (pass the pair through
     :func:`ordered`). Consecutive edits form one block ("in the water" / "out of the water"
-    is one block: in -> out of), however the edit script splits them."""
+    is one block: in -> out of), however the edit script splits them. Cached per pair: the
+    guards that look at where two texts differ share one alignment."""
+    seq_a, seq_b = first.sequence, second.sequence
+    if seq_a == seq_b:
+        return ()
+    if max(len(seq_a), len(seq_b)) > MAX_ALIGN_WORDS:
+        return (Op("replace", 0, len(seq_a), 0, len(seq_b)),)
     blocks: list[Op] = []
-    for op in _alignment(first, second):
-        if op.tag == "equal":
+    start: tuple[int, int] | None = None  # where the current run of edits began
+    end = (0, 0)
+    # Plain tuples from the edit script: an Op is made only for each block, not for each edit.
+    # as_list() gives plain (tag, a0, a1, b0, b1) tuples at run time; its stub says Opcode.
+    edits = cast(list[tuple[str, int, int, int, int]], Levenshtein.opcodes(seq_a, seq_b).as_list())
+    for tag, a0, a1, b0, b1 in edits:
+        if tag == "equal":
+            if start is not None:
+                blocks.append(_block(*start, *end))
+                start = None
             continue
-        if blocks and blocks[-1].a1 == op.a0 and blocks[-1].b1 == op.b0:
-            last = blocks.pop()
-            op = Op("replace", last.a0, op.a1, last.b0, op.b1)
-        if op.a0 == op.a1:
-            op = Op("insert", *op[1:])
-        elif op.b0 == op.b1:
-            op = Op("delete", *op[1:])
-        else:
-            op = Op("replace", *op[1:])
-        blocks.append(op)
+        if start is None:
+            start = (a0, b0)
+        end = (a1, b1)
+    if start is not None:
+        blocks.append(_block(*start, *end))
     return tuple(blocks)
+
+
+def _block(a0: int, b0: int, a1: int, b1: int) -> Op:
+    """One block of difference, tagged by what it holds on each side."""
+    if a0 == a1:
+        return Op("insert", a0, a1, b0, b1)
+    if b0 == b1:
+        return Op("delete", a0, a1, b0, b1)
+    return Op("replace", a0, a1, b0, b1)

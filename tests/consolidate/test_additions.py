@@ -5,6 +5,8 @@ with them."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memcli.consolidate.additions import (
     CLAUSE_MIN_NEW,
@@ -12,6 +14,7 @@ from memcli.consolidate.additions import (
     EXTRA_DETAIL_CONTENT,
     EXTRA_DETAIL_RUN,
     _longest_new_run,
+    _may_hold_run,
     clause_added,
     extra_detail,
 )
@@ -102,6 +105,26 @@ def test_extra_detail_needs_five_new_words_two_of_them_content_words() -> None:
     assert _longest_new_run(TextFeatures("they had also been there with rollbacks twice"), other) == 8
     assert not extra_detail("Restart the worker.", "Restart the worker when it is there.")
     assert extra_detail("Restart the worker.", "Restart the worker when memory usage exceeds its limit.")
+
+
+_WORDS = st.sampled_from("the of and deploy deployed worker workers queue restart jobs pending when it "
+                         "memory limit billing ledger said Priya".split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_WORDS, max_size=14), st.lists(_WORDS, max_size=14))
+def test_extra_detail_precheck_never_hides_a_run(words_a: list[str], words_b: list[str]) -> None:
+    # The set-based pre-check only skips the word walk when no run could reach the length.
+    a, b = TextFeatures(" ".join(words_a)), TextFeatures(" ".join(words_b))
+    if not _may_hold_run(a, b):
+        assert _longest_new_run(a, b) < EXTRA_DETAIL_RUN
+
+
+def test_extra_detail_precheck_at_its_edges() -> None:
+    other = TextFeatures("deploys finish")
+    assert not _may_hold_run(TextFeatures("they had also been there with rollbacks"), other)  # one content word
+    assert not _may_hold_run(TextFeatures("rollbacks twice"), other)  # two content words, two new words
+    assert _may_hold_run(TextFeatures("they had rollbacks twice there"), other)  # five new words
 
 
 def test_extra_detail_sets_a_bare_attribution_aside() -> None:

@@ -37,7 +37,7 @@ from memcli.consolidate.guards import (
     roles_swapped,
     word_substituted,
 )
-from memcli.consolidate.lexicon import contrast, senses
+from memcli.consolidate.lexicon import contrast, known_words, senses
 from memcli.consolidate.textfeatures import diff_blocks, features, ordered
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,6 +204,10 @@ DISAGREEMENTS = [
      "The deal was signed in Australia and the team returned to England."),
     ("roles", "The job was slow because the index was missing, not because the table was large.",
      "The job was slow because the table was large, not because the index was missing."),
+    ("roles", "The cron container triggers the exporter, which then notifies Slack.",
+     "The exporter triggers the cron container, which then notifies Slack."),  # phrases of unequal length
+    ("roles", "The reports database is a replica of the orders database.",
+     "The orders database is a replica of the reports database."),
     ("substitution", "A man is riding a horse along the beach.", "A man is standing near a horse along the beach."),
     ("substitution", "A woman is emptying a bucket.", "A woman is filling a bucket."),
     ("substitution", "The dog is jumping in the water.", "The dog is jumping out of the water."),
@@ -487,6 +491,11 @@ def test_substitution_lets_synonyms_and_moves_through(text_a: str, text_b: str) 
     assert not word_substituted(text_a, text_b) and not word_substituted(text_b, text_a)
 
 
+def test_lexicon_known_words_are_those_with_senses() -> None:
+    words = frozenset({"guitars", "flute", "zorblax", "bus", "in", "deploy"})
+    assert known_words(words) == frozenset(w for w in words if senses(w)) == {"guitars", "flute", "bus", "in"}
+
+
 def test_lexicon_contrasts_senses_not_synonyms() -> None:
     assert contrast("small", "big") and contrast("flute", "guitar") and contrast("staging", "production")
     assert contrast("minutes", "seconds") and contrast("in", "out") and contrast("kid", "man")
@@ -506,6 +515,58 @@ def test_lexicon_contrasts_senses_not_synonyms() -> None:
 )
 def test_identifiers_equal(text_a: str, text_b: str) -> None:
     assert not identifiers_differ(text_a, text_b) and not identifiers_differ(text_b, text_a)
+
+
+@pytest.mark.parametrize(
+    ("phrase", "swapped"),
+    [
+        ("billing", True),
+        ("billing worker", True),
+        ("nightly billing export worker", True),  # four content words: the longest phrase that counts
+        ("nightly billing invoice export worker", False),  # five: a rewrite, not two roles traded
+    ],
+)
+def test_roles_phrase_length_edge(phrase: str, swapped: bool) -> None:
+    text_a, text_b = f"The {phrase} calls the ledger before noon.", f"The ledger calls the {phrase} before noon."
+    assert roles_swapped(text_a, text_b) is swapped and roles_swapped(text_b, text_a) is swapped
+
+
+def test_roles_an_attribution_turned_around_is_not_a_swap() -> None:
+    text_a = '"We have no new places to check," said Steve Anderson, a Waco information officer.'
+    text_b = '"We have no new places to check," Waco information officer Steve Anderson said.'
+    assert not roles_swapped(text_a, text_b) and not roles_swapped(text_b, text_a)
+    # ... while a passive turned around with its agent is a swap
+    assert roles_swapped("Billing was replaced by the new ledger service.",
+                         "The new ledger service was replaced by billing.")
+
+
+@pytest.mark.parametrize(
+    ("changed", "substituted"),
+    [("big", True), ("very much big", True), ("quite very much big", False)],  # up to three words a side
+)
+def test_substitution_span_edge(changed: str, substituted: bool) -> None:
+    text_a, text_b = "Keep the cache small in every region.", f"Keep the cache {changed} in every region."
+    assert word_substituted(text_a, text_b) is substituted and word_substituted(text_b, text_a) is substituted
+
+
+@pytest.mark.parametrize(
+    ("added", "qualifies"),
+    [(" on staging hosts", True), (" on shared staging hosts", True),  # up to four words
+     (" on shared blue staging hosts", False)],  # five: extra_detail's business
+)
+def test_qualifier_phrase_length_edge(added: str, qualifies: bool) -> None:
+    short = "Restart the workers after each deploy"
+    assert qualifier_added(short + ".", short + added + ".") is qualifies
+    assert qualifier_added(short + added + ".", short + ".") is qualifies
+
+
+@pytest.mark.parametrize(("tail", "content", "qualifies"), [("", 9, True), (" today", 10, False)])
+def test_qualifier_context_edge(tail: str, content: int, qualifies: bool) -> None:
+    statement = ("Restart the billing workers after each nightly deploy of the ledger service with "
+                 "extreme caution" + tail)
+    assert features(statement + ".").content_count == content
+    assert QUALIFIER_MAX_CONTEXT == 9
+    assert qualifier_added(statement + ".", statement + " on staging.") is qualifies
 
 
 def test_qualifier_stays_quiet_in_long_texts_and_for_moved_phrases() -> None:
