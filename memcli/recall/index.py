@@ -36,6 +36,7 @@ import stat
 import time
 from pathlib import Path
 
+from memcli.recall import text
 from memcli.recall.rank import brief_rank
 from memcli.store.cache import cache_dir
 
@@ -46,20 +47,13 @@ if TYPE_CHECKING:
 
     from memcli.store.model import Memory
 
-VERSION = 4  # of the schema and analyzers: another value is a foreign index, rebuilt
+VERSION = 5  # of the schema and analyzers: another value is a foreign index, rebuilt
 STAMP_AGE_NS = 1_000_000_000
 WORDS = "mc_words"
 CODE = "mc_code"
-# Identifiers as agents write them, whole: paths, dotted names, versions, snake_case,
-# kebab-case, CamelCase (their parts reach the word fields through the simple tokenizer,
-# and CamelCase parts through the `parts` field).
-CODE_PATTERN = (r"[\p{L}\p{N}_]+(?:[./:@#\-][\p{L}\p{N}_]+)+|[\p{Ll}\p{N}]+\p{Lu}[\p{L}\p{N}_]*"
-                r"|\p{Lu}{2,}\p{Ll}[\p{L}\p{N}_]*")
 TEXT_FIELDS = ("summary", "details", "tags", "parts", "code")
 MAX_DETAILS = 100_000  # characters of details indexed: more never changes what a memory is about
-_CAMEL_HINT = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
-_CAMEL_WORD = re.compile(r"\b\w*(?:[a-z0-9][A-Z]|[A-Z]{2}[a-z])\w*")
-_CAMEL_PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+HEAP_BYTES = 200_000_000  # the build's writer: one segment per thread at 100,000 memories, no merging
 LOCK_WAIT_S = 2.0
 
 
@@ -82,35 +76,32 @@ def _orjson() -> Any:
 
 
 def analyzers() -> tuple[Any, Any]:
-    """(words, code) analyzers: the index and the queries use these same objects."""
+    """(words, code) analyzers: the index and the queries use these same objects. The code
+    field is given its terms already found (`text.code_terms`: tantivy's regex tokenizer
+    cost half of the whole build), so its analyzer only splits them."""
     tv = _tantivy()
     words = (tv.TextAnalyzerBuilder(tv.Tokenizer.simple()).filter(tv.Filter.remove_long(40))
              .filter(tv.Filter.lowercase()).filter(tv.Filter.stemmer("english")).build())
-    code = tv.TextAnalyzerBuilder(tv.Tokenizer.regex(CODE_PATTERN)).filter(tv.Filter.lowercase()).build()
+    code = tv.TextAnalyzerBuilder(tv.Tokenizer.whitespace()).filter(tv.Filter.lowercase()).build()
     return words, code
 
 
 def schema() -> Any:
     tv = _tantivy()
     builder = tv.SchemaBuilder()
-    builder.add_text_field("key", stored=True, tokenizer_name="raw")
-    builder.add_text_field("folder", stored=False, tokenizer_name="raw")
+    # Term frequencies without positions: no query asks for a phrase, and positions were a
+    # third of what a build wrote. `meta` (what a result shows) is stored, never indexed.
+    builder.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("folder", stored=False, tokenizer_name="raw", index_option="basic")
     for name in ("summary", "details", "tags", "parts"):
-        builder.add_text_field(name, stored=False, tokenizer_name=WORDS)
-    builder.add_text_field("code", stored=False, tokenizer_name=CODE)
-    builder.add_text_field("meta", stored=True, tokenizer_name="raw", index_option="basic")
+        builder.add_text_field(name, stored=False, tokenizer_name=WORDS, index_option="freq")
+    builder.add_text_field("code", stored=False, tokenizer_name=CODE, index_option="freq")
+    builder.add_bytes_field("meta", stored=True)
     builder.add_integer_field("brief", stored=False, indexed=False, fast=True)  # briefing order
     return builder.build()
 
 
 # ---------------------------------------------------------------- documents
-
-
-def camel_parts(text: str) -> str:
-    """The pieces of CamelCase identifiers in a text ("getUserName" -> "get User Name")."""
-    if text.islower() or not _CAMEL_HINT.search(text):  # (islower: a quick no for most texts)
-        return ""
-    return " ".join(" ".join(_CAMEL_PIECE.findall(word)) for word in _CAMEL_WORD.findall(text))
 
 
 def document(rel: str, mem: Memory) -> dict[str, Any] | None:
@@ -119,17 +110,22 @@ def document(rel: str, mem: Memory) -> dict[str, Any] | None:
 
 
 def document_of(rel: str, name: str, data: dict[str, Any], size: int, mtime_ns: int) -> dict[str, Any] | None:
-    """`document` from a record read and checked (here or by the folder's index)."""
+    """`document` from a record read and checked (here or by the folder's index). `meta` is
+    bytes (JSON), as the index stores it."""
     if "archived_at" in data:
         return None
     found = data.get("content")
     content: dict[str, Any] = found if isinstance(found, dict) else {}
     summary = _text(content.get("summary"))
     details = _text(content.get("details"))
-    others = " ".join(v for k, v in sorted(content.items()) if k not in ("summary", "details")
-                      and isinstance(v, str))
-    details = (details + " " + others)[:MAX_DETAILS] if others else details[:MAX_DETAILS]
-    tags = " ".join(t for t in data.get("tags") or [] if isinstance(t, str))
+    if len(content) > ("summary" in content) + ("details" in content):  # (most hold only these)
+        others = " ".join(v for k, v in sorted(content.items()) if k not in ("summary", "details")
+                          and isinstance(v, str))
+        if others:
+            details = details + " " + others
+    details = details[:MAX_DETAILS]
+    raw_tags = data.get("tags")
+    tags = " ".join(t for t in raw_tags if isinstance(t, str)) if isinstance(raw_tags, list) else ""
     raw_count = data.get("access_count")
     count = raw_count if isinstance(raw_count, int) and not isinstance(raw_count, bool) else 0
     rank = brief_rank(data)  # the briefing's order, kept as a fast field
@@ -138,9 +134,11 @@ def document_of(rel: str, name: str, data: dict[str, Any], size: int, mtime_ns: 
             "recency": str(data.get("updated_at") or data.get("created_at") or ""),
             "summary": summary[:300], "size": size, "mtime_ns": mtime_ns,
             "rank": rank, "uses": count}
+    whole = f"{summary} {details} {tags}"
+    joined, camel = text.shapes(whole)  # most memories are prose: no regular expression runs
     return {"key": f"{rel}/{name}", "folder": rel, "summary": summary, "details": details,
-            "tags": tags, "parts": camel_parts(f"{summary} {details} {tags}"),
-            "code": f"{summary} {details} {tags}", "meta": _orjson().dumps(meta).decode(),
+            "tags": tags, "parts": text.camel_parts(whole, camel),
+            "code": " ".join(text.code_terms(whole, joined, camel)), "meta": _orjson().dumps(meta),
             "brief": rank * 1_000_000_000 + min(max(count, 0), 999_999_999)}
 
 
@@ -265,7 +263,7 @@ def rebuild(store: Any, problems: Problems) -> Generation:
     words, code = analyzers()
     index.register_tokenizer(WORDS, words)
     index.register_tokenizer(CODE, code)
-    writer = index.writer(heap_size=50_000_000, num_threads=min(2, os.cpu_count() or 1))
+    writer = index.writer(heap_size=HEAP_BYTES, num_threads=min(2, os.cpu_count() or 1))
     for folder in store.memory_folders():
         before, listed = _mtime(folder.path), time.time_ns()
         rows, bad = _read_folder(store, folder, {}, {}, problems, lambda doc: writer.add_document(
@@ -426,8 +424,8 @@ def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force
         elif isinstance(doc.get("bad"), list):
             data["bad"][name] = doc["bad"]
         elif not doc.get("deleted"):
-            fields = ("key", "folder", *TEXT_FIELDS, "meta", "brief")
-            writer.add_document(tv.Document(**{k: doc[k] for k in fields}))
+            fields = ("key", "folder", *TEXT_FIELDS, "brief")
+            writer.add_document(tv.Document(**{k: doc[k] for k in fields}, meta=str(doc["meta"]).encode()))
             meta = json.loads(doc["meta"])
             data["rows"][name] = [meta["size"], meta["mtime_ns"], meta["id"]]
     folders = {f.rel: f for f in store.memory_folders()}
@@ -578,7 +576,8 @@ def _pending_line(store: Any, folder: Any, name: str) -> tuple[bytes, bool]:
                 line = {"key": key, "bad": [st.st_size, st.st_mtime_ns, "; ".join(errors)]}
     else:
         doc = document(folder.rel, mem)
-        line = doc if doc is not None else {"key": key, "row": [mem.size, mem.mtime_ns, mem.id]}
+        line = {**doc, "meta": doc["meta"].decode()} if doc is not None else \
+            {"key": key, "row": [mem.size, mem.mtime_ns, mem.id]}
     return _orjson().dumps(line) + b"\n", "bad" in line
 
 
