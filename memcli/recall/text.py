@@ -37,10 +37,11 @@ _LOWER, _UPPER = "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # UTF-8 bytes -> a class each, so that C-speed substring tests say whether a text can hold
 # an identifier at all (most memories are prose): "w" a word byte (any byte of a non-ASCII
 # character counts, so no identifier is missed), "s" a joining separator.
+# (NUL becomes "|": `shaped` joins texts with it.)
 _JOINED = _class_table({_LOWER + _UPPER + "0123456789_" + "".join(map(chr, range(128, 256))): b"w",
-                        "./:@#-": b"s"})
+                        "./:@#-": b"s", "\x00": b"|"})
 # "a" lower case or digit, "A" upper case: `[a-z0-9][A-Z]` and `[A-Z]{2}[a-z]` become "aA", "AAa".
-_CASES = _class_table({_LOWER + "0123456789": b"a", _UPPER: b"A"})
+_CASES = _class_table({_LOWER + "0123456789": b"a", _UPPER: b"A", "\x00": b"|"})
 
 
 def shapes(text: str) -> tuple[bool, bool]:
@@ -50,6 +51,20 @@ def shapes(text: str) -> tuple[bool, bool]:
     joined = b"wsw" in raw.translate(_JOINED)
     cases = raw.translate(_CASES)
     return joined, b"aA" in cases or b"AAa" in cases
+
+
+def shaped(texts: list[str]) -> list[int]:
+    """The positions of the texts that `shapes` says may hold either shape, found for all of
+    them at once (a few C-speed passes over their bytes instead of work per text)."""
+    if not texts:
+        return []
+    raw = "\x00".join(texts).encode("utf-8", "surrogatepass")
+    joined = raw.translate(_JOINED).split(b"|")
+    cases = raw.translate(_CASES).split(b"|")
+    if len(joined) != len(texts):  # a text holds a NUL of its own: one at a time
+        return [n for n, one in enumerate(texts) if any(shapes(one))]
+    return [n for n, (j, c) in enumerate(zip(joined, cases, strict=True))
+            if b"wsw" in j or b"aA" in c or b"AAa" in c]
 
 
 def code_terms(text: str, joined: bool = True, camel: bool = True) -> list[str]:
