@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from operator import itemgetter
 
 from memcli.recall import index as rindex
 from memcli.recall import rank
@@ -98,7 +99,11 @@ def _from_search_index(root: str, opened: tuple[Any, Any], rels: list[str], skip
 
 def _from_folder_indices(root: str, rels: list[str], skip: set[str],
                          extra: dict[str, Pending]) -> Iterator[dict[str, Any]]:
-    candidates: list[tuple[tuple[int, int, float], str, str, str, int]] = []
+    """`rank.briefing_key`'s order over every memory of the view (20,000 at 100,000 in a
+    store): sorted by rank and uses (one int), and by recency (`rank.recency_key`) only
+    within the groups of equal rank and uses that the caller gets to."""
+    candidates: list[tuple[int, str, str, str, int, dict[str, Any]]] = []
+    brief_rank = rank.brief_rank
     for rel in rels:
         folder = os.path.join(root, rel)
         try:
@@ -113,20 +118,35 @@ def _from_folder_indices(root: str, rels: list[str], skip: set[str],
                 if entry is None:
                     continue
             mem_id = entry.get("id")
-            if not isinstance(mem_id, str) or mem_id in skip or "archived_at" in entry:
+            if mem_id in skip or "archived_at" in entry or not isinstance(mem_id, str):
                 continue
-            found = extra.get(mem_id)
-            uses = _count(entry.get("access_count")) + (found.count if found is not None else 0)
-            key = rank.briefing_key(rank.brief_rank(entry), uses,
-                                    entry.get("updated_at") or entry.get("created_at"))
-            candidates.append((key, rel, name, mem_id, uses))
-    candidates.sort(key=lambda c: c[0])
-    for _key, rel, name, mem_id, uses in candidates:
-        record = _read(os.path.join(root, rel), rel, name)  # the file is the truth
-        if record is None or record.get("id") != mem_id or "archived_at" in record:
-            continue
-        yield {"id": mem_id, "summary": record["summary"], "type": record.get("type"),
-               "subtype": record.get("subtype") or "", "folder": rel, "uses": uses}
+            count = entry.get("access_count")
+            uses = count if type(count) is int and count > 0 else 0
+            if extra:
+                found = extra.get(mem_id)
+                if found is not None:
+                    uses += found.count
+            candidates.append((brief_rank(entry) << 48 | uses, rel, name, mem_id, uses, entry))
+    candidates.sort(key=itemgetter(0), reverse=True)  # stable: ties keep the folders' order
+    start = 0
+    while start < len(candidates):
+        end, order = start + 1, candidates[start][0]
+        while end < len(candidates) and candidates[end][0] == order:
+            end += 1
+        group = candidates[start:end]
+        group.sort(key=_recency, reverse=True)
+        for _order, rel, name, mem_id, uses, _entry in group:
+            record = _read(os.path.join(root, rel), rel, name)  # the file is the truth
+            if record is None or record.get("id") != mem_id or "archived_at" in record:
+                continue
+            yield {"id": mem_id, "summary": record["summary"], "type": record.get("type"),
+                   "subtype": record.get("subtype") or "", "folder": rel, "uses": uses}
+        start = end
+
+
+def _recency(candidate: tuple[int, str, str, str, int, dict[str, Any]]) -> str:
+    entry = candidate[5]
+    return rank.recency_key(entry.get("updated_at") or entry.get("created_at"))
 
 
 def _entries(folder: str) -> dict[str, dict[str, Any]]:

@@ -119,7 +119,7 @@ def plan_query(query: str, words: Any, code: Any) -> QueryPlan:
         if text.is_stop(lower):
             continue
         words_of(raw, 1.0)
-        for term in code.analyze(raw):
+        for term in text.code_terms(raw):  # the index's code terms come from the same function
             put("code", term, FIELD_WEIGHTS["code"])
         version = text.VERSION.match(lower)
         if version is not None:

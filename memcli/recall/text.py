@@ -15,6 +15,73 @@ PIECE = re.compile(r"[^\W_]+", re.UNICODE)
 CAMEL_PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 VERSION = re.compile(r"^v?(\d+(?:\.\d+)+)$")
 
+# Identifiers as agents write them, whole: paths, dotted names, versions, snake_case joined by
+# a separator, kebab-case (`a/b.py`, `v2.3.1`, `user-service`), and CamelCase
+# (`getUserName`, `HTTPServer`). The index's `code` field holds exactly these terms of a
+# memory and a query looks for exactly these terms of its own words (`code_terms`), so both
+# sides always meet. (Written for Python's `re`: `\w` is a letter, digit or underscore in any
+# script; the CamelCase forms are ASCII.)
+CODE = re.compile(r"\w+(?:[./:@#\-]\w+)+|[a-z0-9]+[A-Z]\w*|[A-Z]{2,}[a-z]\w*")
+CAMEL_WORD = re.compile(r"\b\w*(?:[a-z0-9][A-Z]|[A-Z]{2}[a-z])\w*")
+
+
+def _class_table(classes: dict[str, bytes]) -> bytes:
+    table = bytearray(b" " * 256)
+    for chars, mark in classes.items():
+        for char in chars.encode("latin-1"):
+            table[char] = mark[0]
+    return bytes(table)
+
+
+_LOWER, _UPPER = "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# UTF-8 bytes -> a class each, so that C-speed substring tests say whether a text can hold
+# an identifier at all (most memories are prose): "w" a word byte (any byte of a non-ASCII
+# character counts, so no identifier is missed), "s" a joining separator.
+# (NUL becomes "|": `shaped` joins texts with it.)
+_JOINED = _class_table({_LOWER + _UPPER + "0123456789_" + "".join(map(chr, range(128, 256))): b"w",
+                        "./:@#-": b"s", "\x00": b"|"})
+# "a" lower case or digit, "A" upper case: `[a-z0-9][A-Z]` and `[A-Z]{2}[a-z]` become "aA", "AAa".
+_CASES = _class_table({_LOWER + "0123456789": b"a", _UPPER: b"A", "\x00": b"|"})
+
+
+def shapes(text: str) -> tuple[bool, bool]:
+    """(may hold a joined identifier, may hold a CamelCase word): never False when the
+    text does; True can be a false alarm (the regular expressions then decide)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    joined = b"wsw" in raw.translate(_JOINED)
+    cases = raw.translate(_CASES)
+    return joined, b"aA" in cases or b"AAa" in cases
+
+
+def shaped(texts: list[str]) -> list[int]:
+    """The positions of the texts that `shapes` says may hold either shape, found for all of
+    them at once (a few C-speed passes over their bytes instead of work per text)."""
+    if not texts:
+        return []
+    raw = "\x00".join(texts).encode("utf-8", "surrogatepass")
+    joined = raw.translate(_JOINED).split(b"|")
+    cases = raw.translate(_CASES).split(b"|")
+    if len(joined) != len(texts):  # a text holds a NUL of its own: one at a time
+        return [n for n, one in enumerate(texts) if any(shapes(one))]
+    return [n for n, (j, c) in enumerate(zip(joined, cases, strict=True))
+            if b"wsw" in j or b"aA" in c or b"AAa" in c]
+
+
+def code_terms(text: str, joined: bool = True, camel: bool = True) -> list[str]:
+    """The identifiers of a text, lower-cased: the `code` field's terms. `joined` and
+    `camel` say which shapes `shapes` found (both when unknown)."""
+    if not (joined or camel):
+        return []
+    return [term.lower() for term in CODE.findall(text)]
+
+
+def camel_parts(text: str, camel: bool = True) -> str:
+    """The pieces of CamelCase identifiers in a text ("getUserName" -> "get User Name"):
+    the `parts` field. `camel`: whether `shapes` found a CamelCase word (True when unknown)."""
+    if not camel or text.islower():
+        return ""
+    return " ".join(" ".join(CAMEL_PIECE.findall(word)) for word in CAMEL_WORD.findall(text))
+
 STOP_WORDS = frozenset("""
 a about above after again against all also am an and any are aren't as at be because been
 before being below between both but by can can't cannot could couldn't did didn't do does
