@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import typer
 
-from memcli.cli.common import app, emit_json, opts
+from memcli.cli.common import app, emit_json, opts, sub_app
 from memcli.consolidate import llm_trust
 from memcli.errors import ConfigError
 from memcli.store.model import format_ts, now
 
-llm_app = typer.Typer(no_args_is_help=True, help="The optional LLM: approve its command on this machine.")
+llm_app = sub_app("The optional LLM: approve its command on this machine.")
 app.add_typer(llm_app, name="llm")
 
 
