@@ -82,7 +82,7 @@ def test_adders_and_consolidators_at_once_lose_nothing(store: Path, tmp_path: Pa
         assert places[mem_id] == [f"archive/{mem_id}.json"]
     assert doctor.diagnose(Store(store)).problems == []
     assert_invariants(store)
-    total_runs = sum(int(out) for out, _ in runs)
+    total_runs = sum(int(out.split()[-1]) for out, _ in runs)  # --quiet prints each real run's id first
     print(f"\n{total_runs} consolidate runs during {len(added)} adds")
     assert len(log.read_entries(store)) == total_runs > CONSOLIDATORS
     assert time.monotonic() - started < 90
