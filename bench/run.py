@@ -195,13 +195,26 @@ def preload(phase: str) -> None:
         import memcli.store.memories  # noqa: F401
 
 
+def own_peak_kb() -> float:
+    """This process's peak resident memory, in KB. Linux keeps ru_maxrss across exec, so a
+    phase started by a parent holding a large store's records would report the parent's peak:
+    VmHWM (the high-water mark of this process's own memory map) where /proc has it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KB on Linux
+
+
 def phase_main(phase: str, store: Path) -> int:
     """Child entry point: run one phase, print its figures as one JSON line."""
     preload(phase)
     started, cpu = time.perf_counter(), time.process_time()
     figures = PHASES[phase](store)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux
+    peak_kb = own_peak_kb()
     print(json.dumps({"phase": phase, "seconds": elapsed, "cpu_s": cpu, "peak_mb": peak_kb / 1024,
                       **figures}))
     return 0
