@@ -35,9 +35,9 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     others = "## Notes by hand\n\n<!-- recall:begin -->\n## Recall\nfigures\n<!-- recall:end -->\n"
     out.write_text(others)
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--sizes", "300", "--dir", str(tmp_path / "work"),
-         "--out", str(out), "--json-out", str(raw), "--mrpc-data", str(mrpc)],
-        capture_output=True, text=True, timeout=120, check=False)
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--sizes", "300", "--shapes", "huge,small",
+         "--dir", str(tmp_path / "work"), "--out", str(out), "--json-out", str(raw), "--mrpc-data", str(mrpc)],
+        capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     written = out.read_text()
     # its own section, between its markers, at the top; the others' kept as they were
@@ -49,7 +49,11 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     for label in (*bench_run.TARGET_LABELS, *bench_run.STRICT_LABELS):
         assert f"| {label} " in report, label
     assert "| test " in report and "false-merge rate on label-0" in report
-    figures = json.loads(raw.read_text())["sizes"][0]
+    assert "| huge 300 " in report and "| small 300 " in report and "| memcli --help " in report
+    everything = json.loads(raw.read_text())
+    assert [(f["shape"], f["n"]) for f in everything["sizes"]] == [("huge", 300), ("small", 300)]
+    assert everything["startup"]["memcli --help"] > everything["startup"]["python -c pass"] > 0
+    figures = everything["sizes"][0]
     recall = figures["recall"]
     assert recall["qualifying"] > 0
     assert isinstance(recall["recall"], float) and 0.0 <= recall["recall"] <= 1.0
@@ -57,7 +61,7 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     assert set(figures["phases"]) == set(bench_run.PHASE_ORDER)
     assert figures["phases"]["floor"]["files"] == 300
     assert figures["dry_run_wrote"] == []
-    assert not (tmp_path / "work" / "n300").exists()  # removed without --keep
+    assert not (tmp_path / "work" / "huge-n300").exists()  # removed without --keep
 
 
 def test_harness_skips_missing_mrpc(tmp_path: Path) -> None:
@@ -75,6 +79,24 @@ def test_pair_helpers() -> None:
     assert bench_run.changed_memories({"type": "merge", "source_ids": ["a", "b", "c"]}) == 3
     assert bench_run.changed_memories({"type": "promote"}) == 2
     assert bench_run.changed_memories({"type": "keep_separate"}) == 0
+
+
+def test_generate_shapes_and_its_command_line(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "generate.py"), "--help"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and "--shape" in proc.stdout and "small" in proc.stdout
+    generate.generate(tmp_path / "small", 1000, shape="small")
+    folders = sorted(p.name for p in (tmp_path / "small" / "agent").iterdir())
+    assert folders == ["agent0", "agent1"]
+    records = [orjson.loads(p.read_bytes()) for p in (tmp_path / "small").glob("agent/agent0/*.json")]
+    blocks = {(r["type"], r["subtype"]) for r in records}
+    assert 30 <= len(blocks) <= 40 and len(records) >= 480  # 40 blocks of about 12
+    assert any("details" in r["content"] for r in records)
+    generate.generate(tmp_path / "mix", 1000, shape="mix")
+    assert (tmp_path / "mix" / "team").is_dir() and (tmp_path / "mix" / "global").is_dir()
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "generate.py"), str(tmp_path / "mix"), "5"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "already holds a store" in proc.stderr
 
 
 def test_add_session_writes_near_duplicates(tmp_path: Path) -> None:

@@ -63,7 +63,10 @@ _SEED = 0x6D656D636C69  # "memcli": the fixed seed of the permutations
 _SIG_DTYPE = np.dtype("<u2")
 _SIG_BITS = 16
 _EMPTY = (1 << _SIG_BITS) - 1  # the signature value of a text with no shingles
-_TEXTS_PER_CHUNK = 2048  # texts hashed at a time: bounded memory for any store
+_TEXTS_PER_CHUNK = 2048  # texts hashed at a time: bounded memory for any store ...
+# ... and characters: each costs about 40 bytes of arrays while hashed, so 2048 texts with
+# long details (6 million characters) peaked at 250 MB
+_CHARS_PER_CHUNK = 1_000_000
 _MAX64 = _U64(np.iinfo(np.uint64).max)
 
 
@@ -104,10 +107,16 @@ def signatures(norm_texts: Sequence[str], *, num_perm: int = DEFAULT_NUM_PERM) -
     if num_perm < 1:
         raise ValueError("num_perm must be at least 1")
     out: list[bytes] = []
-    for start in range(0, len(norm_texts), _TEXTS_PER_CHUNK):
-        chunk = [sorted_tokens(t) for t in norm_texts[start : start + _TEXTS_PER_CHUNK]]
-        matrix = _oph(chunk, num_perm)
-        out.extend(row.tobytes() for row in matrix.astype(_SIG_DTYPE))
+    chunk: list[str] = []
+    size = 0
+    for text in norm_texts:
+        chunk.append(sorted_tokens(text))
+        size += len(text)
+        if len(chunk) == _TEXTS_PER_CHUNK or size >= _CHARS_PER_CHUNK:
+            out.extend(row.tobytes() for row in _oph(chunk, num_perm).astype(_SIG_DTYPE))
+            chunk, size = [], 0
+    if chunk:
+        out.extend(row.tobytes() for row in _oph(chunk, num_perm).astype(_SIG_DTYPE))
     return out
 
 

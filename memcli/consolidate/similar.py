@@ -152,11 +152,20 @@ def _likely(pairs: npt.NDArray[np.int64], sigs: list[bytes],
     if not len(pairs):
         return []
     matrix = signature_matrix(sigs)
-    agreement = (matrix[pairs[:, 0]] == matrix[pairs[:, 1]]).mean(axis=1)
     lengths = np.array(text_lengths)
-    short = np.minimum(lengths[pairs[:, 0]], lengths[pairs[:, 1]]) < SHORT_TEXT
-    kept = pairs[(agreement >= MIN_AGREEMENT) | short]
-    return list(zip(kept[:, 0].tolist(), kept[:, 1].tolist(), strict=True))
+    kept: list[tuple[int, int]] = []
+    # In chunks: the agreement of m pairs is an (m, 192) array, and long texts that share a
+    # vocabulary make millions of candidates (a whole block at once peaked at 300 MB).
+    for start in range(0, len(pairs), _PAIRS_PER_CHUNK):
+        chunk = pairs[start:start + _PAIRS_PER_CHUNK]
+        agreement = (matrix[chunk[:, 0]] == matrix[chunk[:, 1]]).mean(axis=1)
+        short = np.minimum(lengths[chunk[:, 0]], lengths[chunk[:, 1]]) < SHORT_TEXT
+        chosen = chunk[(agreement >= MIN_AGREEMENT) | short]
+        kept += zip(chosen[:, 0].tolist(), chosen[:, 1].tolist(), strict=True)
+    return kept
+
+
+_PAIRS_PER_CHUNK = 65_536
 
 
 def second_look(texts: Sequence[str], pairs: dict[tuple[int, int], float], scorer: str,

@@ -35,6 +35,7 @@ TMP_SUFFIX = ".tmp"
 STORE_FOLDERS = frozenset({"agent", "team", "global", "archive", "ops", ".cache"})
 _changes = 0
 _roots: set[str] = set()  # absolute store roots registered by `confine`
+_unsynced: set[Path] | None = None  # while a Staged batch commits: folders whose fsync waits
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -180,7 +181,7 @@ def _mode_of(handle: _Dir, name: str) -> int | None:
     return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
 
 
-def _write_tmp(handle: _Dir, name: str, data: bytes, mode: int | None = None) -> str:
+def _write_tmp(handle: _Dir, name: str, data: bytes, mode: int | None = None, sync: bool = True) -> str:
     tmp = f".{name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
     _change()
     fd = os.open(handle.at(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644,
@@ -191,7 +192,8 @@ def _write_tmp(handle: _Dir, name: str, data: bytes, mode: int | None = None) ->
                 os.fchmod(out.fileno(), mode)  # a rewrite keeps the file's mode (0600 stays 0600)
             out.write(data)
             out.flush()
-            os.fsync(out.fileno())
+            if sync:  # (a Staged batch makes its temporary files durable all at once)
+                os.fsync(out.fileno())
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
@@ -260,11 +262,15 @@ def move(src: Path, dst: Path) -> None:
 
 
 def unlink(path: Path) -> None:
-    """Remove a file memcli owns (a journal, a temporary file); never a memory."""
+    """Remove a file memcli owns (a journal, a temporary file); never a memory. Within
+    `Staged.commit` the folder's fsync waits for the batch's last barrier."""
     with _folder(path.parent) as handle:
         _change()
         os.unlink(handle.at(path.name), dir_fd=handle.dir_fd)
-        handle.sync()
+        if _unsynced is None:
+            handle.sync()
+        else:
+            _unsynced.add(handle.path)
 
 
 def mkdir(path: Path) -> None:
@@ -285,6 +291,119 @@ def mkdir(path: Path) -> None:
 def ensure_parent(path: Path) -> None:
     if not os.path.lexists(path.parent):
         mkdir(path.parent)
+
+
+# ---------------------------------------------------------------- many changes, durable together
+
+
+class Staged:
+    """Many atomic writes and removals made durable together, in a fixed order of barriers,
+    instead of two fsyncs each (a run of tens of thousands of actions paid 9 fsyncs an action).
+
+    `write_new`, `write_replace` and `unlink` only stage: the bytes go to a temporary file in
+    the target's folder, not yet synced. `commit` then (1) makes every temporary file durable,
+    (2) puts them in place and removes what is to be removed, in the order staged (the same
+    atomic link or rename, and the same crash points, as the single-file functions), and
+    (3) makes those names durable. After a barrier nothing written before it can be lost or
+    torn, so a caller that needs A durable before B is changed commits A's batch first (the
+    journal: pre-images, then the changes they cover). A barrier is one `syncfs` of the store's
+    file system where the platform has it and the batch is large, else an fsync of each file,
+    then one of each folder."""
+
+    SYNCFS_FROM = 64  # files in a batch from which one syncfs costs less than their fsyncs
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.steps: list[tuple[str, Path, str | None]] = []  # (kind, path, temporary name)
+
+    def write_new(self, path: Path, data: bytes) -> None:
+        with _folder(path.parent) as handle:
+            self.steps.append(("create", path, _write_tmp(handle, path.name, data, sync=False)))
+
+    def write_replace(self, path: Path, data: bytes) -> None:
+        with _folder(path.parent) as handle:
+            tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name), sync=False)
+            self.steps.append(("write", path, tmp))
+
+    def unlink(self, path: Path) -> None:
+        self.steps.append(("remove", path, None))
+
+    def commit(self) -> None:
+        global _unsynced
+        temporary = [path.parent / tmp for _, path, tmp in self.steps if tmp is not None]
+        _barrier(self.root, temporary, set())
+        _unsynced, folders = set(), {path.parent for _, path, _ in self.steps}
+        try:
+            for n, (kind, path, tmp) in enumerate(self.steps):
+                if kind == "remove":
+                    unlink(path)  # (the module's: a test may stand in for it)
+                else:
+                    self._place(kind, path, str(tmp))
+                self.steps[n] = (kind, path, None)
+        finally:
+            _unsynced = None
+        self.steps = []
+        _barrier(self.root, [], folders)
+
+    def discard(self) -> None:
+        """Remove the temporary files of steps not yet put in place (after an error)."""
+        for _, path, tmp in self.steps:
+            if tmp is not None:
+                with contextlib.suppress(OSError), _folder(path.parent) as handle:
+                    os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
+        self.steps = []
+
+    @staticmethod
+    def _place(kind: str, path: Path, tmp: str) -> None:
+        with _folder(path.parent) as handle:
+            _change()
+            if kind == "write":
+                os.rename(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd,
+                          dst_dir_fd=handle.dir_fd)
+                return
+            try:  # link() fails if the name exists: a new file never overwrites
+                os.link(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd,
+                        dst_dir_fd=handle.dir_fd, follow_symlinks=False)
+            finally:
+                _change()
+                os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
+
+
+def _barrier(root: Path, files: list[Path], folders: set[Path]) -> None:
+    """Make `files` and the names in `folders` durable."""
+    if not files and not folders:
+        return
+    if len(files) + len(folders) >= Staged.SYNCFS_FROM and _syncfs(root):
+        return
+    for path in files:
+        with _folder(path.parent) as handle:
+            fd = os.open(handle.at(path.name), os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=handle.dir_fd)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for folder in sorted({p.parent for p in files} | folders):
+        fsync_dir(folder)
+
+
+def _syncfs(root: Path) -> bool:
+    """syncfs(2) on the file system holding `root`: every file and name written to it before
+    the call is durable when it returns (Linux; errors reported since 5.8). False where the
+    C library has no syncfs: the caller fsyncs file by file instead."""
+    try:
+        import ctypes
+
+        call = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError, ImportError):
+        return False
+    fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    try:
+        if call(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), str(root))
+    finally:
+        os.close(fd)
+    return True
 
 
 def leftover_tmp_files(root: Path) -> Iterator[Path]:

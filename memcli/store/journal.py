@@ -126,11 +126,12 @@ def _unwritable(store: Store, rel: str) -> str | None:
 
 def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str],
                      progress: Callable[[str, int, int], None] | None = None) -> Applied:
+    """Which actions still find their files as planned (each sees the ones before it as done),
+    then their pre-images made durable in one batch, then their changes in another: no file is
+    changed before every pre-image is safely on disk (see `fsops.Staged`)."""
     applied = Applied()
-    total = sum(len(action.ops) for action in plan.actions)  # files: an undo is one action of many
-    done = 0
-    seen: dict[str, str | None] = {}  # path -> hash on disk now, once looked at
-    before: dict[str, str | None] = {}
+    seen: dict[str, str | None] = {}  # path -> hash on disk now, once looked at (then as planned)
+    before: dict[str, str | None] = {}  # path -> hash before the run's first change to it
     skipped_after: set[str] = set()  # hashes an action that was skipped would have written
     for n, action in enumerate(plan.actions):
         if n in unsafe:
@@ -143,11 +144,26 @@ def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str],
             skipped_after.update(op.after for op in action.ops if op.after)
             continue
         for op in action.ops:
-            _do(store, plan.run_id, op, seen, before)
-            done += 1
-            if progress is not None and done % 32 == 0:
-                progress("applying", done, total)
+            before.setdefault(op.path, seen[op.path])
+            seen[op.path] = op.after
         applied.actions.append(action)
+    total = sum(len(action.ops) for action in applied.actions)  # files: an undo is one action of many
+    done = 0
+    batch = fsops.Staged(store.root)
+    try:
+        for rel, digest in before.items():
+            if digest is not None:
+                _pre_image(store, plan.run_id, rel, batch)
+        batch.commit()
+        for action in applied.actions:
+            for op in action.ops:
+                _do(store, op, batch)
+                done += 1
+                if progress is not None and done % 32 == 0:
+                    progress("applying", done, total)
+        batch.commit()
+    finally:
+        batch.discard()
     if progress is not None:
         progress("applying", done, total)
     applied.manifest = _manifest(store, plan.run_id, before, seen)
@@ -179,28 +195,22 @@ def _unsafe_skip(action: Action, problem: str) -> dict[str, Any]:
             "detail": problem}
 
 
-def _do(store: Store, run_id: str, op: FileOp, seen: dict[str, str | None],
-        before: dict[str, str | None]) -> None:
+def _do(store: Store, op: FileOp, batch: fsops.Staged) -> None:
     path = store.root / op.path
-    if op.path not in before:
-        before[op.path] = seen[op.path]
-        if seen[op.path] is not None:
-            _pre_image(store, run_id, op.path, fsops.read_bytes(path))
     if op.kind == "write":
-        fsops.write_replace(path, op.data or b"")
+        batch.write_replace(path, op.data or b"")
     elif op.kind == "create":
         fsops.ensure_parent(path)
-        fsops.write_new(path, op.data or b"")
+        batch.write_new(path, op.data or b"")
     elif op.kind == "remove":
-        fsops.unlink(path)  # its bytes are in the pre-image taken just above
-    seen[op.path] = op.after
+        batch.unlink(path)  # its bytes are in the pre-image, durable before this batch
 
 
-def _pre_image(store: Store, run_id: str, rel: str, data: bytes) -> None:
+def _pre_image(store: Store, run_id: str, rel: str, batch: fsops.Staged) -> None:
     target = run_dir(store, run_id) / rel
     if not target.exists():
         fsops.ensure_parent(target)
-        fsops.write_new(target, data)
+        batch.write_new(target, fsops.read_bytes(store.root / rel))
 
 
 def _manifest(store: Store, run_id: str, before: dict[str, str | None],

@@ -1,0 +1,112 @@
+"""Pair search at every store shape: prepared scoring gives the scorer's own results, small
+blocks are compared once and then served from the pair cache, and the planted duplicates a run
+finds match the exact all-pairs rule."""
+
+from __future__ import annotations
+
+import random
+import sys
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rapidfuzz import fuzz
+
+from memcli.consolidate import engine, merging, pairsearch, rules, similar
+from memcli.store.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import generate  # noqa: E402
+from bench import run as bench_run  # noqa: E402
+
+
+def _texts(rng: random.Random, n: int) -> list[str]:
+    words = ["deploy", "the", "a", "cache", "redis", "retry", "zz", "x1", "10", "2", "é", "queue"]
+    out = []
+    for _ in range(n):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 14)))
+        out.append(rules.content_text({"summary": text}))
+    return out
+
+
+def test_prepared_scoring_gives_the_scorers_own_scores() -> None:
+    rng = random.Random(5)
+    texts = _texts(rng, 300)
+    fn, prepare = similar.prepared("token_sort_ratio")
+    for a, b in zip(texts, reversed(texts), strict=True):
+        assert fn(prepare(a), prepare(b), processor=None) == fuzz.token_sort_ratio(a, b, processor=None)
+    fn, prepare = similar.prepared("ratio")  # other scorers are left as they are
+    assert prepare("b a") == "b a" and fn is rules.scorer_fn("ratio")
+
+
+@pytest.mark.parametrize("focus", [None, [0, 3, 7], []])
+def test_small_blocks_score_each_pair_once_as_all_pairs_would(focus: list[int] | None) -> None:
+    rng = random.Random(9)
+    base = _texts(rng, 6)
+    texts = base + [t + " the" for t in base[:4]] + [base[1]]  # restatements and an equal text
+    found = similar.similar_pairs(texts, "token_sort_ratio", 0.80, focus=focus, near=0.70)
+    expected = {}
+    for i, j in combinations(range(len(texts)), 2):
+        if focus is not None and i not in focus and j not in focus:
+            continue
+        score = fuzz.token_sort_ratio(texts[i], texts[j], processor=None)
+        if score >= 70:  # above the threshold, or in the band the second look takes
+            expected[(i, j)] = score / 100
+    assert found == pytest.approx(expected)
+    assert (focus == []) == (found == {})
+
+
+def _small_store(root: Path, n: int = 600) -> list[tuple[str, str]]:
+    planted = generate.generate(root, n, shape="small", dup_share=0.05)
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    return planted
+
+
+def test_a_block_whose_members_did_not_change_is_not_compared_again(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "s"
+    _small_store(root)
+    first = engine.consolidate(Store(root))
+    assert any(a["type"] == "merge" for a in first.actions)
+    compared: list[Any] = []
+    real = similar.similar_pairs
+
+    def spy(texts: Any, *args: Any, **kwargs: Any) -> Any:
+        if texts.block[0].folder.scope == "agent":  # (a folder the run's promotions made is new)
+            compared.append(len(texts))
+        return real(texts, *args, **kwargs)
+
+    for module in (merging, pairsearch):
+        monkeypatch.setattr(module, "similar_pairs", spy)
+    again = engine.consolidate(Store(root), dry_run=True)
+    assert compared == [] and not [a for a in again.actions if a["type"] == "merge"]
+    # one new memory: only its own block is compared, and only that memory against it
+    new_ids, _ = generate.add_session(root, 2, folder="agent/agent0", seed=3)
+    engine.consolidate(Store(root), dry_run=True)
+    assert 1 <= len(compared) <= 2 and max(compared) <= 40
+    monkeypatch.undo()
+    for cache in root.glob("agent/*/_pairs.json"):  # without the cache: the same plan
+        cache.unlink()
+    compared.clear()
+    cold = engine.consolidate(Store(root), dry_run=True)
+    warm = engine.consolidate(Store(root), dry_run=True)
+    assert [a for a in cold.actions] == [a for a in warm.actions]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", generate.SHAPES)
+def test_recall_against_the_exact_all_pairs_rule_at_every_shape(tmp_path: Path, shape: str) -> None:
+    """Every planted pair the exact rule merges (similarity above the threshold, second look
+    included, no guard objecting) is merged by the run: at least 99% of them."""
+    root = tmp_path / shape
+    planted = generate.generate(root, 2500, shape=shape, dup_share=0.08)
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    outcome = engine.consolidate(Store(root), dry_run=True)
+    merges = [list(a["source_ids"]) for a in outcome.actions if a["type"] == "merge"]
+    figures = bench_run.pair_figures(root, planted, merges)
+    assert figures["unguarded"] >= 50, figures  # enough planted pairs to read a percentage
+    assert figures["recall_unguarded"] >= 0.99, figures

@@ -1,0 +1,75 @@
+"""fsops.Staged: many writes made durable together, with the guarantees of the single ones."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memcli.store import fsops
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "store"
+    for sub in ("agent/a", "archive"):
+        (root / sub).mkdir(parents=True)
+    fsops.confine(root)
+    return root
+
+
+def _batch(root: Path) -> fsops.Staged:
+    folder = root / "agent" / "a"
+    (folder / "old.json").write_bytes(b"old")
+    (folder / "gone.json").write_bytes(b"gone")
+    os.chmod(folder / "old.json", 0o600)
+    batch = fsops.Staged(root)
+    batch.write_replace(folder / "old.json", b"new")
+    batch.write_new(root / "archive" / "gone.json", b"gone")
+    batch.unlink(folder / "gone.json")
+    return batch
+
+
+@pytest.mark.parametrize("syncfs", [True, False])
+def test_nothing_changes_until_commit_then_everything_in_order(root: Path, syncfs: bool,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 1 if syncfs else 10_000)
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append("fsync") or real_fsync(fd))
+    batch = _batch(root)
+    folder = root / "agent" / "a"
+    assert (folder / "old.json").read_bytes() == b"old" and (folder / "gone.json").exists()
+    assert not (root / "archive" / "gone.json").exists() and synced == []  # staged: not even synced
+    batch.commit()
+    assert (folder / "old.json").read_bytes() == b"new"
+    assert oct((folder / "old.json").stat().st_mode & 0o777) == oct(0o600)  # the mode is kept
+    assert (root / "archive" / "gone.json").read_bytes() == b"gone" and not (folder / "gone.json").exists()
+    assert not list(root.rglob("*" + fsops.TMP_SUFFIX))
+    if syncfs:
+        assert synced == []  # two syncfs calls, no fsync at all
+    else:
+        assert len(synced) == 2 + 2 + 2  # the two files, their folders; then the two folders named
+
+
+def test_a_new_file_never_overwrites_and_discard_leaves_no_temporary_file(root: Path) -> None:
+    (root / "archive" / "taken.json").write_bytes(b"mine")
+    batch = fsops.Staged(root)
+    batch.write_new(root / "archive" / "taken.json", b"theirs")
+    with pytest.raises(FileExistsError):
+        batch.commit()
+    batch.discard()
+    assert (root / "archive" / "taken.json").read_bytes() == b"mine"
+    assert not list(root.rglob("*" + fsops.TMP_SUFFIX))
+    batch = _batch(root)
+    batch.discard()
+    assert (root / "agent" / "a" / "old.json").read_bytes() == b"old"
+    assert not list(root.rglob("*" + fsops.TMP_SUFFIX))
+
+
+def test_each_step_is_a_counted_change(root: Path) -> None:
+    batch = _batch(root)
+    before = fsops.change_count()
+    batch.commit()
+    assert fsops.change_count() - before == 1 + 2 + 1  # rename; link and unlink of the tmp; unlink
