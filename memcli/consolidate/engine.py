@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from memcli.config import Consolidation
-from memcli.consolidate import decisions, review, rules, since
+from memcli.consolidate import decisions, review, rules, runid, since
 from memcli.consolidate.explain import merge_figures
 from memcli.consolidate.similar import ALL_PAIRS_MAX, second_look, similar_pairs
 from memcli.consolidate.since import Row
 from memcli.consolidate.summary import extractive_summary
 from memcli.errors import MemcliError
-from memcli.store import caches, index, journal, opsfiles
+from memcli.store import caches, index, journal, log, opsfiles
 from memcli.store.index import SigCache, load_sigs
 from memcli.store.model import (
     Action,
@@ -153,6 +153,8 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     with _gc_paused():
         planner.run()
     planner.apply_limit()
+    taken = lambda rid: journal.run_dir(store, rid).exists() or log.find_run(store.root, rid) is not None  # noqa: E731
+    planner.plan = runid.renamed(planner.plan, runid.settled_id(planner.plan, moment, taken))
     return Planning(planner.plan, planner.problems, planner.sigs, planner.refresh,
                     planner.listings if opts.trigger == "session_end" else None, planner.pairs_found,
                     vectors=planner.vectors if opts.warm_caches else None)
@@ -1027,6 +1029,7 @@ def _commit(store: Store, planning: Planning, applied: journal.Applied,
         "covered": plan.covered,
         "review": [a.review for a in applied.actions if a.review],
         "state": state,
+        "quiet": not applied.actions and not applied.skips and not plan.flagged_done,  # SPEC 13
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
         **caches.refresh_map(planning.refresh, plan, applied.actions),
