@@ -131,6 +131,10 @@ def kept_id(mem_id: str, raw: bytes, fmt: str) -> str:
 def _memory(store: Store, rel: str, ours: bytes | None, theirs: bytes | None, result: Resolved) -> None:
     folder, _, name = rel.rpartition("/")
     mem_id, fmt = name.rsplit(".", 1)[0], _fmt(rel)
+    if ours is None and theirs is None:  # both sides moved it away (git saw two renames)
+        _put(store, rel, None)
+        result.resolutions.append(Resolution(rel, "removed_on_both_sides"))
+        return
     if ours is None or theirs is None:  # changed on one side, removed (archived) on the other
         _put(store, rel, ours if ours is not None else theirs)
         result.resolutions.append(Resolution(rel, "kept_changed"))

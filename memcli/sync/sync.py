@@ -87,6 +87,7 @@ def sync(store: Store, remote: str | None = None, wait: float = 10.0) -> SyncRes
         prepared = gitfiles.prepare(root)
         if prepared.written:
             result.notes.append(f"wrote {', '.join(prepared.written)} (SPEC 13)")
+        result.notes += doctor.rebuild_indices(store)  # a memory dropped in by hand gets its entry
         result.commits += commit_local(root)
         if remote is not None:
             _fetch(root, remote, result)
