@@ -104,9 +104,8 @@ def merge_state(base: Doc, ours: Doc, theirs: Doc) -> Doc:
         elif key == "last_success":
             out[key] = opsfiles.later_run(a, b)
         elif key == "flagged" and isinstance(a, list) and isinstance(b, list):
-            out[key] = unite(o if isinstance(o, list) else [], a, b,
-                             lambda f: review.pair_key(f.get("ids", [])) if isinstance(f, dict) else str(f),
-                             _smaller)
+            pair = lambda f: review.pair_key(f.get("ids", [])) if isinstance(f, dict) else str(f)  # noqa: E731
+            out[key] = sorted(unite(o if isinstance(o, list) else [], a, b, pair, _smaller), key=pair)
         elif key not in theirs:
             if key not in base or a != o:
                 out[key] = a
