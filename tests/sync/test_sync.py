@@ -177,3 +177,23 @@ def test_a_conflict_in_a_file_memcli_does_not_own_gives_the_merge_up(tmp_path: P
     assert (b / "NOTES.txt").read_text() == "beta\n"
     assert git(b, "rev-parse", "HEAD^") == head  # its own change committed, the merge given up
     assert not (b / ".git" / "MERGE_HEAD").exists()
+
+
+def test_the_timer_tick_syncs_after_its_daily_or_weekly_pass(tmp_path: Path) -> None:
+    from memcli.integrations import schedule
+
+    remote, (a, b) = team(tmp_path)
+    mem = add(a, summary="shared by the timer, not by hand")
+    result = schedule.run_tick(Store(a))
+    assert [r.trigger for r in result.runs][:1] == ["weekly"]  # never run: the weekly pass is due
+    assert result.sync is not None and result.sync["ok"] and result.sync["pushed"], result.sync
+    assert f"agent/coder/{mem['id']}.json" in git(remote, "ls-tree", "-r", "--name-only", "main")
+    assert sync(b)[0] == 0 and (b / "agent" / "coder" / f"{mem['id']}.json").exists()
+    assert schedule.run_tick(Store(a)).sync is None  # nothing due: no pass, no sync
+
+
+def test_a_tick_in_a_store_without_a_remote_does_not_sync(store: Path) -> None:
+    from memcli.integrations import schedule
+
+    git(store, "init", "-q")
+    assert schedule.run_tick(Store(store)).sync is None
