@@ -197,3 +197,12 @@ def test_a_tick_in_a_store_without_a_remote_does_not_sync(store: Path) -> None:
 
     git(store, "init", "-q")
     assert schedule.run_tick(Store(store)).sync is None
+
+
+def test_the_cron_line_of_a_shared_store_syncs_after_the_weekly_pass(tmp_path: Path, store: Path) -> None:
+    from memcli.integrations import install
+
+    _, (a, _b) = team(tmp_path)
+    line = install.cron_line(a, "0 0 * * 0", executable="/bin/memcli")
+    assert "consolidate --trigger weekly --quiet && /bin/memcli --store" in line and "sync --quiet)" in line
+    assert "sync" not in install.cron_line(store, "0 0 * * 0", executable="/bin/memcli")  # not shared
