@@ -13,7 +13,8 @@ from memcli.sync import sync as sync_core
 @app.command()
 def sync(
     ctx: typer.Context,
-    remote: str = typer.Option(None, "--remote", help="Remote to sync with (default: the branch's, else origin)."),
+    remote: str = typer.Option(None, "--remote",
+                               help="Remote to sync with (default: the branch's, else origin)."),
 ) -> None:
     """Share the store through its git repository: commit the store's changes (one commit per
     consolidation run, naming its run id), fetch, merge through memcli's merge drivers (a
@@ -34,7 +35,8 @@ def sync(
             for subject in result.commits:
                 print(f"committed: {subject}")
             for item in result.resolutions:
-                print(f"resolved {item['path']}: {item['how']}" + (f" (other version: {item['kept']})" if item["kept"] else ""))
+                beside = f" (other version: {item['kept']})" if item["kept"] else ""
+                print(f"resolved {item['path']}: {item['how']}{beside}")
             if result.queued:
                 print(f"{result.queued} item(s) queued for review: memcli review list")
             where = f"{result.remote}/{result.branch}" if result.remote else "no remote"

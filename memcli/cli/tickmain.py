@@ -52,8 +52,9 @@ def lines(result: schedule.TickResult) -> list[str]:
         out.append(f"{run.trigger}{where}: {run.run_id}" + (f" - {counts}" if counts else ""))
     if result.sync is not None:
         shared = result.sync
+        pushed = f"pushed to {shared.get('remote')}" if shared.get("pushed") else "not pushed"
         out.append(f"sync: {shared['error']}" if "error" in shared else
-                   f"sync: {shared['commits']} commit(s), {'pushed to ' + str(shared['remote']) if shared['pushed'] else 'not pushed'}"
+                   f"sync: {shared['commits']} commit(s), {pushed}"
                    + ("" if shared["ok"] else "; doctor: " + "; ".join(shared["problems"])))
     return out
 

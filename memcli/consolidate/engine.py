@@ -363,7 +363,8 @@ class Planner:
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
         for position, folder in enumerate(folders):
-            scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.cache()))
+            snap = index.load_lastrun(folder.cache())
+            scan = self.store.scan(folder, load=True, entries=False, lastrun=snap)
             self.problems += scan.problems
             cache, run_hashes = self._folder_sigs(folder), scan.run_hashes
             for mem_id in sorted(scan.memories):
@@ -1029,7 +1030,7 @@ def _commit(store: Store, planning: Planning, applied: journal.Applied,
         "covered": plan.covered,
         "review": [a.review for a in applied.actions if a.review],
         "state": state,
-        "quiet": not applied.actions and not applied.skips and not plan.flagged_done,  # SPEC 13
+        "quiet": not applied.actions and not applied.skips and not plan.flagged_done,  # SPEC 13: local
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
         **caches.refresh_map(planning.refresh, plan, applied.actions),

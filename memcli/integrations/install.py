@@ -54,7 +54,8 @@ def cron_line(store_root: Path, schedule: str, executable: str | None = None) ->
     program = f"{executable or memcli_executable()} --store {sq(root)}"
     cmd = f"cd {sq(root)} && {program} consolidate --trigger weekly --quiet >> {log_path} 2>&1"
     if _shared(Path(root)):  # a team's store (SPEC 13): the weekly line shares the pass too
-        cmd = f"cd {sq(root)} && ({program} consolidate --trigger weekly --quiet && {program} sync --quiet) >> {log_path} 2>&1"
+        cmd = (f"cd {sq(root)} && ({program} consolidate --trigger weekly --quiet && {program} sync --quiet)"
+               f" >> {log_path} 2>&1")
 
     return f"{' '.join(fields)} {cmd.replace('%', chr(92) + '%')} {CRON_MARKER}"  # cron: % is a newline
 

@@ -115,7 +115,8 @@ def write_state(root: Path, state: dict[str, Any], quiet: bool = False) -> None:
         elif key in _RUN_KEYS:
             target = new_local if quiet else new_shared
             if key == "runs" and isinstance(value, dict):
-                old = before.get("runs") if isinstance(before.get("runs"), dict) else {}
+                known = before.get("runs")
+                old: dict[str, Any] = known if isinstance(known, dict) else {}
                 changed = {t: r for t, r in value.items() if old.get(t) != r}
                 if changed:
                     runs = target.get("runs")

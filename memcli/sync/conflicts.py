@@ -59,7 +59,8 @@ def resolve(store: Store, unmerged: dict[str, dict[int, str]]) -> Resolved:
         base, ours, theirs = v.get(1), v.get(2), v.get(3)
         kind = kind_of(rel)
         if kind == "ops":
-            _put(store, rel, drivers.merge_bytes("ops", Path(rel).name, base or b"", ours or b"{}", theirs or b"{}"))
+            merged = drivers.merge_bytes("ops", Path(rel).name, base or b"", ours or b"{}", theirs or b"{}")
+            _put(store, rel, merged)
             result.resolutions.append(Resolution(rel, "driver"))
         elif kind == "index":
             _put(store, rel, ours or theirs)  # rebuilt from the merged files right after
@@ -177,7 +178,7 @@ def _run_of(raw: bytes, fmt: str) -> str:
         run = decode(raw, fmt).get("archive_run_id")
     except ValueError:
         return ""
-    return run if paths.is_run_id(run) else ""
+    return str(run) if paths.is_run_id(run) else ""
 
 
 def _fix_manifests(store: Store, moved: dict[str, str]) -> None:

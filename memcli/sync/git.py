@@ -24,7 +24,8 @@ def available() -> bool:
     return shutil.which("git") is not None
 
 
-def run(cwd: Path, *args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def run(cwd: Path, *args: str, check: bool = True,
+        input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "LC_ALL": "C", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
     done = subprocess.run(["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=False)
     if check and done.returncode != 0:

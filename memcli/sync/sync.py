@@ -99,7 +99,8 @@ def sync(store: Store, remote: str | None = None, wait: float = 10.0) -> SyncRes
             result.notes.append("no remote: changes committed locally only (`git remote add origin URL`)")
         report = doctor.diagnose(store)
         result.doctor_ok = report.ok
-        result.problems = [f"{p.code} {p.path}: {p.message}" for p in report.problems if p.severity == "error"]
+        result.problems = [f"{p.code} {p.path}: {p.message}" for p in report.problems
+                           if p.severity == "error"]
     return result
 
 
@@ -129,11 +130,13 @@ def new_runs(root: Path) -> list[dict[str, Any]]:
 
 
 def _run_subject(entry: dict[str, Any]) -> str:
-    stats = entry.get("stats") if isinstance(entry.get("stats"), dict) else {}
+    given = entry.get("stats")
+    stats: dict[str, Any] = given if isinstance(given, dict) else {}
     counts = [f"{stats[k]} {k.removeprefix('memories_')}" for k in
               ("memories_merged", "memories_summarized", "memories_promoted", "memories_archived")
               if isinstance(stats.get(k), int) and stats[k]]
-    return f"memcli run {entry.get('run_id')} ({entry.get('trigger')})" + (f": {', '.join(counts)}" if counts else "")
+    subject = f"memcli run {entry.get('run_id')} ({entry.get('trigger')})"
+    return subject + (f": {', '.join(counts)}" if counts else "")
 
 
 def _stage_run(root: Path, entry: dict[str, Any], later: list[str]) -> None:
@@ -179,7 +182,8 @@ def _stage_log_upto(root: Path, run_id: str) -> None:
         return
     committed = {e.get("run_id") for e in _log_entries(git.show_bytes(root, f"HEAD:./{LOG_REL}"))}
     cut = ids.index(run_id)
-    data["entries"] = [e for i, e in enumerate(entries) if i <= cut or (isinstance(e, dict) and e.get("run_id") in committed)]
+    data["entries"] = [e for i, e in enumerate(entries)
+                       if i <= cut or (isinstance(e, dict) and e.get("run_id") in committed)]
     body = orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
     git.run(root, "update-index", "--add", "--cacheinfo", f"100644,{git.hash_object(root, body)},{LOG_REL}")
 
@@ -227,7 +231,8 @@ def _fetch(root: Path, remote: str, result: SyncResult) -> None:
         git.run(root, "fetch", "-q", remote)
     except git.GitError as exc:
         raise SyncRefusedError(f"could not fetch from {remote} ({exc.output}); your changes are committed "
-                               f"locally ({len(result.commits)} commit(s)); sync again when it is reachable") from exc
+                               f"locally ({len(result.commits)} commit(s)); sync again when it is "
+                               "reachable") from exc
 
 
 def _merge(store: Store, target: str, result: SyncResult) -> None:
@@ -267,7 +272,8 @@ def _push(root: Path, remote: str, branch: str, result: SyncResult) -> None:
     done = git.run(root, "push", "-q", remote, f"HEAD:refs/heads/{branch}", check=False)
     if done.returncode != 0:
         raise SyncRefusedError(f"{remote} refused the push ({_text(done)}). Nothing was lost: your "
-                               f"commits stay on {branch} here; sync again (it merges what is new there first)")
+                               f"commits stay on {branch} here; sync again (it merges what is new there "
+                               "first)")
     result.pushed = True
     if git.upstream_remote(root, branch) is None:
         git.run(root, "branch", "-q", f"--set-upstream-to={remote}/{branch}", check=False)
