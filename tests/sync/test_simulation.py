@@ -78,6 +78,7 @@ def test_three_clones_twenty_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             else:
                 code, result = sync(store)
                 assert code == 0, result
+                counts.update("resolved:" + r["how"] for r in result["resolutions"])
             note_live(store)
     for _ in range(2):  # everyone syncs, twice: the last merges reach every clone
         for store in clones:
