@@ -206,3 +206,17 @@ def test_the_cron_line_of_a_shared_store_syncs_after_the_weekly_pass(tmp_path: P
     line = install.cron_line(a, "0 0 * * 0", executable="/bin/memcli")
     assert "consolidate --trigger weekly --quiet && /bin/memcli --store" in line and "sync --quiet)" in line
     assert "sync" not in install.cron_line(store, "0 0 * * 0", executable="/bin/memcli")  # not shared
+
+
+def test_journals_locks_caches_and_machine_local_files_are_never_shared(tmp_path: Path) -> None:
+    _, (a, _b) = team(tmp_path)
+    local = ["ops/journal-run_X.json", "ops/.lock", "ops/.tick.lock", "ops/uses.jsonl", "ops/hook.log",
+             "ops/cron.log", "ops/local/state.json", ".cache/folders/agent/coder/_lastrun.bin",
+             "agent/coder/.mem_A.json.1a2b3c4d.tmp"]
+    shared = ["ops/consolidation-log.json", "ops/review-queue.json", "ops/state.json", "agent/coder/mem_A.json",
+              "agent/coder/_index.json", "archive/runs/run_X/manifest.json", "memcli.toml"]
+    for rel in local + shared:
+        (a / rel).parent.mkdir(parents=True, exist_ok=True)
+        (a / rel).write_text("{}")
+    ignored = git(a, "check-ignore", *local, *shared, check=False).split()
+    assert sorted(ignored) == sorted(local)
