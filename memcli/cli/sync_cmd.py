@@ -45,3 +45,16 @@ def sync(
             sys.stderr.write(f"doctor: {problem}\n")
     if not result.doctor_ok:
         raise typer.Exit(1)
+
+
+@app.command("merge-driver", hidden=True)
+def merge_driver(args: list[str] = typer.Argument(None, metavar="KIND BASE OURS THEIRS PATH")) -> None:
+    """The merge driver git runs for memcli's own files (`init` and `sync` register it in the
+    repository's config; the fast path serves it, this is its help). KIND is `index` or `ops`.
+    Exits 0 with the merged file written over OURS, 1 to leave a conflict to git.
+
+    Example: memcli merge-driver ops %O %A %B %P
+    """
+    from memcli.sync import drivers
+
+    raise typer.Exit(drivers.run_driver(args or []))
