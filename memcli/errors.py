@@ -70,3 +70,8 @@ class UnsafePathError(MemcliError, OSError):
 class OpsFileError(MemcliError):
     """A file under ops/ (log, state, review queue) that memcli cannot read or would not be
     able to write back: the command refuses to start, naming the file and the fix."""
+
+
+class SyncRefusedError(MemcliError):
+    """`memcli sync` cannot go on (no repository, a detached HEAD, a rebase or merge under
+    way, a rejected push): nothing was lost, and the message says what to do."""

@@ -26,6 +26,7 @@ ROUTES: dict[tuple[str, ...], str] = {
     ("tick",): "memcli.cli.tickmain:tick",
     ("hook", "pre-compact"): "memcli.cli.capturemain:pre_compact",
     ("hook", "capture-background"): "memcli.cli.capturemain:capture_background",
+    ("merge-driver",): "memcli.cli.syncmain:merge_driver",  # git runs it once a merged file
 }
 _VALUE_OPTIONS = ("--store", "--wait")
 _FLAG_OPTIONS = ("--json", "--quiet")

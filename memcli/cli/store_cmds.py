@@ -22,18 +22,23 @@ ID_HELP = "A memory id, or a unique prefix of one (mem_01JD3Z, or 01JD3Z)."
 
 @app.command()
 def init(ctx: typer.Context, path: Path = typer.Argument(Path("."), help="Folder to make a store.")) -> None:
-    """Create a store: memcli.toml, archive/, ops/ and global/.
+    """Create a store: memcli.toml, archive/, ops/ and global/, and the .gitignore and
+    .gitattributes a store shared through git needs (in a git repository, memcli's merge
+    drivers are registered in its config too). On an existing store, adds what is missing.
 
     Example: memcli init ~/agent-memory
     """
     from memcli.cli.output import hint
     from memcli.store.store import init_store
+    from memcli.sync import gitfiles
 
     o = opts(ctx)
     created = init_store(path.expanduser())
+    prepared = gitfiles.prepare(path.expanduser())
     root = str(path.expanduser().resolve())
     if o.json:
-        emit_json({"store": root, "created": created})
+        emit_json({"store": root, "created": created, "git_files": prepared.written,
+                   "merge_drivers": prepared.drivers})
     elif not o.quiet:
         print(f"{'Created' if created else 'Already a store:'} {root}")
         if created:

@@ -50,6 +50,12 @@ def lines(result: schedule.TickResult) -> list[str]:
         where = f" ({', '.join(run.folders)})" if run.folders else ""
         counts = ", ".join(f"{k} {v}" for k, v in run.stats.items() if isinstance(v, int) and v)
         out.append(f"{run.trigger}{where}: {run.run_id}" + (f" - {counts}" if counts else ""))
+    if result.sync is not None:
+        shared = result.sync
+        pushed = f"pushed to {shared.get('remote')}" if shared.get("pushed") else "not pushed"
+        out.append(f"sync: {shared['error']}" if "error" in shared else
+                   f"sync: {shared['commits']} commit(s), {pushed}"
+                   + ("" if shared["ok"] else "; doctor: " + "; ".join(shared["problems"])))
     return out
 
 

@@ -8,9 +8,10 @@ import gc
 import time
 from collections.abc import Iterator
 
-from memcli.consolidate import rules
+from memcli.consolidate import rules, runid
 from memcli.consolidate.laterrules import LaterRules
 from memcli.consolidate.plantypes import ALL_RULES, LIGHT_RULES, WHOLE_STORE, Planning, RunOptions
+from memcli.store import journal, log
 from memcli.store.model import Action
 from memcli.store.store import Store
 
@@ -22,6 +23,8 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     with _gc_paused():
         planner.run()
     planner.apply_limit()
+    taken = lambda rid: journal.run_dir(store, rid).exists() or log.find_run(store.root, rid) is not None  # noqa: E731
+    planner.plan = runid.renamed(planner.plan, runid.settled_id(planner.plan, moment, taken))
     planner.plan.protected = dict(sorted(planner.protected_counts.items()))
     planner.plan.plan_ms = int((time.monotonic() - started) * 1000)
     return Planning(planner.plan, planner.problems, planner.sigs, planner.refresh,

@@ -53,6 +53,7 @@ def _commit(store: Store, planning: Planning, applied: journal.Applied,
         "covered": plan.covered,
         "review": [a.review for a in applied.actions if a.review],
         "state": state,
+        "quiet": not applied.actions and not applied.skips and not plan.flagged_done,  # SPEC 13: local
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
         **caches.refresh_map(planning.refresh, plan, applied.actions),

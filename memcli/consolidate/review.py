@@ -49,12 +49,16 @@ def add_items(root: Path, new: list[dict[str, Any]]) -> int:
     data = opsfiles.read_json(queue_path(root), {"items": []})
     items = data.setdefault("items", [])
     seen = {item_key(i) for i in items if isinstance(i, dict)}
+    # the next number after the highest: a queue merged from two clones may have gaps
+    top = max([int(str(i.get("id"))[4:]) for i in items if isinstance(i, dict)
+               and str(i.get("id", "")).startswith("rev_") and str(i.get("id"))[4:].isdigit()], default=0)
     added = 0
     for item in new:
         key = item_key(item)
         if key not in seen:
             seen.add(key)
-            items.append({"id": f"rev_{len(items) + 1:04d}", "status": "open", **item})
+            top = max(top, len(items)) + 1
+            items.append({"id": f"rev_{top:04d}", "status": "open", **item})
             added += 1
     if added:
         opsfiles.write_json(queue_path(root), data)

@@ -51,9 +51,20 @@ def cron_line(store_root: Path, schedule: str, executable: str | None = None) ->
     if "\n" in root or "\r" in root:
         raise MemcliError("the store path holds a line break; it cannot go into a crontab")
     log_path = sq(str(Path(root) / "ops" / "cron.log"))
-    cmd = (f"cd {sq(root)} && {executable or memcli_executable()} --store {sq(root)} "
-           f"consolidate --trigger weekly --quiet >> {log_path} 2>&1")
+    program = f"{executable or memcli_executable()} --store {sq(root)}"
+    cmd = f"cd {sq(root)} && {program} consolidate --trigger weekly --quiet >> {log_path} 2>&1"
+    if _shared(Path(root)):  # a team's store (SPEC 13): the weekly line shares the pass too
+        cmd = (f"cd {sq(root)} && ({program} consolidate --trigger weekly --quiet && {program} sync --quiet)"
+               f" >> {log_path} 2>&1")
+
     return f"{' '.join(fields)} {cmd.replace('%', chr(92) + '%')} {CRON_MARKER}"  # cron: % is a newline
+
+
+def _shared(root: Path) -> bool:
+    """A git repository with a remote: `memcli sync` has somewhere to push."""
+    from memcli.sync import git
+
+    return git.available() and git.toplevel(root) is not None and bool(git.remotes(root))
 
 
 def is_our_cron_line(line: str, store_root: Path) -> bool:

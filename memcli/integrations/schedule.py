@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memcli.errors import LockTimeoutError
+from memcli.errors import LockTimeoutError, MemcliError
 from memcli.store import fsops, index, journal, opsfiles
 from memcli.store.model import fmt_of, format_ts, now, ts_or_none
 from memcli.store.store import Folder, Store
@@ -177,10 +177,11 @@ class TickResult:
     dry_run: bool = False
     runs: list[TickRun] = field(default_factory=list)
     daily_due: bool = False  # a light pass is due on its own (a due weekly pass covers it)
+    sync: dict[str, Any] | None = None  # after a daily or weekly pass in a shared store (SPEC 13)
 
     def as_dict(self) -> dict[str, Any]:
         return {"weekly_due": self.weekly_due, "daily_due": self.daily_due,
-                "overflow_due": self.overflow_due, "dry_run": self.dry_run,
+                "overflow_due": self.overflow_due, "dry_run": self.dry_run, "sync": self.sync,
                 "runs": [{"trigger": r.trigger, "run_id": r.run_id, "folders": r.folders,
                           "stats": r.stats} for r in self.runs]}
 
@@ -217,7 +218,27 @@ def run_tick(store: Store, wait: float = 10.0, dry_run: bool = False) -> TickRes
         if plan.overflow_due:
             plan.runs.append(_consolidate(store, "index_overflow", plan.overflow_due, wait))
             _record_overflow(store, plan.overflow_due, wait)
+        if any(run.trigger in COVERS_DAILY for run in plan.runs):
+            plan.sync = sync_shared(store, wait)
     return plan
+
+
+def sync_shared(store: Store, wait: float) -> dict[str, Any] | None:
+    """`memcli sync` after the daily or weekly pass, when the store is a git repository with
+    a remote (SPEC 13): the timer or cron line that runs the pass shares it too. None when the
+    store is not shared; a refusal is reported, never raised (the pass itself is done)."""
+    from memcli.sync import git  # only when a pass ran: a tick that finds nothing due pays nothing
+
+    if not git.available() or git.toplevel(store.root) is None or not git.remotes(store.root):
+        return None
+    from memcli.sync import sync
+
+    try:
+        result = sync.sync(store, None, wait)
+    except MemcliError as exc:
+        return {"ok": False, "error": str(exc)}
+    return {"ok": result.doctor_ok, "remote": result.remote, "pushed": result.pushed,
+            "commits": len(result.commits), "problems": result.problems}
 
 
 def _consolidate(store: Store, trigger: str, rels: list[str] | None, wait: float) -> TickRun:

@@ -10,8 +10,9 @@ archived), `ops_unreadable` (log, state or review queue does not parse), and the
 bad input: `unreadable`, `invalid`, `symlink`, `too_large`, `bad_file`. Warnings:
 `no_timezone`, `archived_and_live` (an id live and archived at once), `archive_fields` (an
 archived record lacking one of the four archive fields), `bad_folder` (something under agent/
-or team/ that is not a memory folder, so memcli never looks inside), `stray_file` (a file in a
-memory folder that is neither a memory nor `_index.json`; `--fix` moves an old cache to `.cache/`). Only what needs no guessing is fixed.
+or team/ that is not a memory folder, so memcli never looks inside), `stray_file` (a file in
+a memory folder that is neither a memory nor `_index.json`; `--fix` moves an old cache to
+`.cache/`). Only what needs no guessing is fixed.
 
 Hostile input (SPEC 8) has its own errors: `unsafe_folder` (a top-level folder that is a
 symlink or not a folder, or a lock file that is not a regular file: every other command

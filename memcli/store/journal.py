@@ -289,9 +289,10 @@ def complete(store: Store, data: dict[str, Any]) -> dict[str, set[str] | None]:
             continue
         hashes[rel] = _reindex_folder(store, rel, refresh_run_hash=rel in covered)
     review.add_items(store.root, data.get("review", []))
-    _update_state(store, data.get("state", {}))
+    quiet = data.get("quiet") is True  # changed nothing: recorded on this machine only (SPEC 13)
+    _update_state(store, data.get("state", {}), quiet)
     if data.get("log_entry"):
-        log.append(store.root, data["log_entry"])
+        log.append(store.root, data["log_entry"], quiet)
     journal = journal_path(store, data["run_id"])
     if journal.exists():
         fsops.unlink(journal)
@@ -312,8 +313,8 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
     if refresh_run_hash:
         for entry in scan.entries:
             entry["run_hash"] = entry["content_hash"]
-    if refresh_run_hash or scan.drift:
-        store.save_index(folder, scan.entries)
+    if (refresh_run_hash or scan.drift) and not index.same_entries(scan.index, scan.entries):
+        store.save_index(folder, scan.entries)  # unchanged entries: not rewritten (a shared store tracks it)
     if refresh_run_hash and folder.scope != "archive":
         index.save_lastrun(folder.cache(create=True), scan.entries)
     return {e["content_hash"] for e in scan.entries}
@@ -337,7 +338,7 @@ def _update_folder(store: Store, rel: str, names: list[str], covered: bool) -> b
     return True
 
 
-def _update_state(store: Store, update: dict[str, Any]) -> None:
+def _update_state(store: Store, update: dict[str, Any], quiet: bool = False) -> None:
     if not update:
         return
     state = opsfiles.read_state(store.root)
@@ -352,7 +353,7 @@ def _update_state(store: Store, update: dict[str, Any]) -> None:
                             if review.pair_key(f.get("ids", [])) not in done]
     for key, value in update.get("extra", {}).items():
         state[key] = value
-    opsfiles.write_state(store.root, state)
+    opsfiles.write_state(store.root, state, quiet)
 
 
 def _write_journal(store: Store, run_id: str, data: dict[str, Any]) -> None:

@@ -51,12 +51,87 @@ def state_path(root: Path) -> Path:
     return root / "ops" / "state.json"
 
 
+# ---------------------------------------------------------------- shared and machine-local state
+# A store shared through git (SPEC 13) keeps in `ops/state.json` only what every clone should
+# agree on; what describes one machine goes to `ops/local/state.json`, which git ignores: the
+# listing stamps (mtimes), the day's LLM calls, the overflow counts, and the last-run records
+# of runs that changed nothing (a quiet run must change no tracked file). Readers see one
+# state: the two files overlaid, the later of two records of a trigger's last run winning.
+
+LOCAL_DIR = "local"
+LOCAL_KEYS = ("listings", "llm_calls", "overflow")
+_RUN_KEYS = ("runs", "last_success")
+
+
+def local_dir(root: Path) -> Path:
+    return root / "ops" / LOCAL_DIR
+
+
+def local_state_path(root: Path) -> Path:
+    return local_dir(root) / "state.json"
+
+
 def read_state(root: Path) -> dict[str, Any]:
-    return read_json(state_path(root), {})
+    return overlay(read_json(state_path(root), {}), read_json(local_state_path(root), {}))
 
 
-def write_state(root: Path, state: dict[str, Any]) -> None:
-    write_json(state_path(root), state)
+def overlay(shared: dict[str, Any], local: dict[str, Any]) -> dict[str, Any]:
+    """The state as readers see it: shared, with the machine-local keys and any later run."""
+    merged = dict(shared)
+    for key, value in local.items():
+        if key == "runs" and isinstance(value, dict) and isinstance(shared.get("runs"), dict):
+            runs = dict(shared["runs"])
+            for trigger, run in value.items():
+                runs[trigger] = later_run(runs.get(trigger), run)
+            merged["runs"] = runs
+        elif key == "last_success":
+            merged[key] = later_run(shared.get(key), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def later_run(a: Any, b: Any) -> Any:
+    """Of two last-run records, the later (by `at`, then run id): the same whichever is first."""
+    if not isinstance(a, dict):
+        return b
+    if not isinstance(b, dict):
+        return a
+    return max(a, b, key=lambda run: (str(run.get("at")), str(run.get("run_id"))))
+
+
+def write_state(root: Path, state: dict[str, Any], quiet: bool = False) -> None:
+    """Write a state read with `read_state` and changed: machine-local keys to the local
+    file, the rest to the shared one. What the caller changed in `runs` and `last_success`
+    goes to the local file for a `quiet` run (one that changed nothing shared), else to the
+    shared one. A file whose content would not change is not rewritten."""
+    shared = read_json(state_path(root), {})
+    local = read_json(local_state_path(root), {})
+    before = overlay(shared, local)
+    new_shared, new_local = dict(shared), dict(local)
+    for key, value in state.items():
+        if key in LOCAL_KEYS:
+            new_local[key] = value
+            new_shared.pop(key, None)  # kept there by an older memcli: it moves
+        elif key in _RUN_KEYS:
+            target = new_local if quiet else new_shared
+            if key == "runs" and isinstance(value, dict):
+                known = before.get("runs")
+                old: dict[str, Any] = known if isinstance(known, dict) else {}
+                changed = {t: r for t, r in value.items() if old.get(t) != r}
+                if changed:
+                    runs = target.get("runs")
+                    target["runs"] = {**(runs if isinstance(runs, dict) else {}), **changed}
+            elif value != before.get(key):
+                target[key] = value
+        else:
+            new_shared[key] = value
+    for key in set(shared) - set(state) - set(_RUN_KEYS):
+        del new_shared[key]  # a key the caller dropped
+    if new_shared != shared:
+        write_json(state_path(root), new_shared)
+    if new_local != local:
+        write_json(local_state_path(root), new_local)
 
 
 # ---------------------------------------------------------------- shapes
@@ -129,7 +204,8 @@ def ops_files(root: Path) -> list[Path]:
     from memcli.consolidate import review  # review builds on this module
     from memcli.store import log
 
-    return [state_path(root), review.queue_path(root), log.log_path(root)]
+    return [state_path(root), review.queue_path(root), log.log_path(root), local_state_path(root),
+            log.local_log_path(root)]
 
 
 def file_problem(path: Path) -> str | None:

@@ -637,7 +637,8 @@ class Store:
         """Move the caches an older memcli kept beside the memories to `.cache/` (SPEC 1);
         the caller holds the lock. Returns what was done, for people."""
         folders = [*self.memory_folders(), self.archive_folder()]
-        moved = cache.migrate_folder_caches(self.root, [(f.path, f.rel) for f in folders if self.real_dir(f.path)])
+        found = [(f.path, f.rel) for f in folders if self.real_dir(f.path)]
+        moved = cache.migrate_folder_caches(self.root, found)
         return [f"moved {moved} cache file(s) from the memory folders into .cache/"] if moved else []
 
     @contextmanager

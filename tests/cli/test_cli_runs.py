@@ -121,7 +121,9 @@ def test_review_merge_is_a_logged_run(store: Path) -> None:
     assert code == 0 and len(result["actions"]) == 1 and merge["type"] == "merge"
     assert merge["source_ids"] == [older, newer] and merge["result_id"] == newer
     assert 0.80 < merge["similarity"] < 1.0 and merge["similarities"] == {older: merge["similarity"]}
-    log = json.loads((store / "ops" / "consolidation-log.json").read_text())["entries"]
+    from memcli.store import log as run_log  # shared log and this machine's quiet runs
+
+    log = run_log.read_entries(store)
     assert log[-1]["trigger"] == "review" and log[-1]["run_id"] == result["run_id"]
     assert_invariants(store)
 

@@ -334,9 +334,15 @@ def test_log_entry_shape_and_no_memory_text(store: Path) -> None:
 
 
 def test_every_run_is_logged_even_with_no_action(store: Path) -> None:
+    from memcli.store import log
+
     run(store)
     run(store)
-    assert len(json.loads((store / "ops" / "consolidation-log.json").read_text())["entries"]) == 2
+    entries = log.read_entries(store)
+    assert len(entries) == 2 and entries[0]["run_id"] != entries[1]["run_id"]
+    # runs that changed nothing are logged on this machine only (SPEC 13: no tracked file changes)
+    assert not (store / "ops" / "consolidation-log.json").exists()
+    assert len(json.loads((store / "ops" / "local" / "consolidation-log.json").read_text())["entries"]) == 2
 
 
 def test_file_changed_between_plan_and_apply_is_skipped(store: Path) -> None:

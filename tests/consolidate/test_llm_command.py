@@ -99,8 +99,10 @@ def methods(out: Outcome) -> list[str]:
 
 
 def state(root: Path) -> dict[str, Any]:
-    path = root / "ops" / "state.json"
-    return orjson.loads(path.read_bytes()) if path.exists() else {}
+    """The state as memcli reads it: the shared file with this machine's (ops/local/) over it."""
+    from memcli.store import opsfiles
+
+    return opsfiles.read_state(root)
 
 
 # ---------------------------------------------------------------- the happy path

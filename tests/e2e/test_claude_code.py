@@ -199,7 +199,9 @@ def test_session_end_status_no_memory_and_exact_uninstall(session: Session, stor
     assert wait_for(lambda: "run-background: done (ok)" in hook_log(store)), hook_log(store)
     log = hook_log(store)
     assert "session-end: start (session " in log and "reason other" in log
-    entries = json.loads((store / "ops" / "consolidation-log.json").read_text())["entries"]
+    from memcli.store import log as run_log  # shared log and this machine's quiet runs
+
+    entries = run_log.read_entries(store)
     assert "session_end" in [e["trigger"] for e in entries]
 
     memcli("install", "claude", "--project", str(project), "--uninstall")

@@ -111,7 +111,9 @@ def test_session_end_foreground_captures_before_the_pass(store: Path, tmp_path: 
     before = path.read_bytes()
     invoke("hook", "session-end", "--store", str(store), "--foreground", stdin=payload(path))
     [mem] = captured(store)
-    entries = orjson.loads((store / "ops" / "consolidation-log.json").read_bytes())["entries"]
+    from memcli.store import log as run_log  # shared log and this machine's quiet runs
+
+    entries = run_log.read_entries(store)
     assert [e["trigger"] for e in entries] == ["capture", "session_end", "weekly"]
     lines = hook_log(store)
     assert any(f"run-background: capture: session sess-1: created {mem['id']}" in x for x in lines)

@@ -52,21 +52,23 @@ def run(*args: str, env: dict[str, str] | None = None) -> Any:
 
 
 def state(root: Path) -> dict[str, Any]:
-    path = root / "ops" / "state.json"
-    return orjson.loads(path.read_bytes()) if path.exists() else {}
+    """The state as memcli reads it: the shared file with this machine's (ops/local/) over it."""
+    from memcli.store import opsfiles
+
+    return opsfiles.read_state(root)
 
 
 def set_weekly(root: Path, stamp: str) -> None:
     data = state(root)
     data.setdefault("runs", {})["weekly"] = {"run_id": "run_earlier", "at": stamp}
     (root / "ops" / "state.json").write_bytes(orjson.dumps(data))
+    (root / "ops" / "local" / "state.json").unlink(missing_ok=True)  # as if those runs were the last
 
 
 def log_triggers(root: Path) -> list[str]:
-    path = root / "ops" / "consolidation-log.json"
-    if not path.exists():
-        return []
-    return [entry["trigger"] for entry in orjson.loads(path.read_bytes())["entries"]]
+    from memcli.store import log
+
+    return [entry["trigger"] for entry in log.read_entries(root)]
 
 
 def fresh(root: Path, n: int, scope_id: str = "coder") -> None:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from memcli.cli import app
 from memcli.integrations import timers
-from memcli.store import fsops
+from memcli.store import fsops, opsfiles
 
 runner = CliRunner()
 
@@ -285,7 +285,7 @@ def test_the_service_command_runs_tick(store: Path, home: Path, fake: Path) -> N
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TZ": "UTC"}, cwd="/")
     assert proc.returncode == 0, proc.stderr
-    state = orjson.loads((store / "ops" / "state.json").read_bytes())
+    state = opsfiles.read_state(store)
     assert state["runs"]["weekly"]["at"]  # never run before: tick ran the weekly pass
 
 
@@ -390,7 +390,7 @@ def test_the_agent_command_runs_tick(store: Path, home: Path, fake: Path) -> Non
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TZ": "UTC"}, cwd="/")
     assert proc.returncode == 0, proc.stderr
-    assert orjson.loads((store / "ops" / "state.json").read_bytes())["runs"]["weekly"]
+    assert opsfiles.read_state(store)["runs"]["weekly"]
 
 
 def test_install_help_lists_the_schedulers() -> None:

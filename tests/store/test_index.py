@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memcli.consolidate import engine, merging, pairsearch, similar
-from memcli.store import index, journal
+from memcli.store import index, journal, opsfiles
 from memcli.store.model import parse_ts
 from memcli.store.store import STAMP_AGE_NS, Store
 from tests.conftest import NOW, add, assert_invariants, days_ago, write_memory
@@ -191,7 +191,7 @@ def age_folder(folder: Path, seconds: float = 3600) -> int:
 
 
 def listings(store: Path) -> dict[str, Any]:
-    return dict(orjson.loads((store / "ops" / "state.json").read_bytes()).get("listings", {}))
+    return dict(opsfiles.read_state(store).get("listings", {}))
 
 
 def test_session_end_lists_a_folder_again_only_when_its_mtime_moved(
@@ -235,10 +235,10 @@ def test_a_stale_or_damaged_stamp_is_no_stamp(store: Path) -> None:
     engine.consolidate(Store(store))
     folder = store / "agent" / "coder"
     mtime = os.stat(folder).st_mtime_ns
-    state = orjson.loads((store / "ops" / "state.json").read_bytes())
+    state = opsfiles.read_state(store)
     for saved in ([mtime, 1], "junk", [mtime], [str(mtime), 1]):  # another snapshot's, or not a stamp
         state["listings"] = {"agent/coder": saved}
-        (store / "ops" / "state.json").write_bytes(orjson.dumps(state))
+        opsfiles.write_state(store, state)
         new = add(store, summary=f"a note written by hand {saved!r}")
         os.utime(folder, ns=(mtime, mtime))  # as if the new file had not moved it
         out = engine.consolidate(Store(store), dry_run=True, trigger="session_end")
