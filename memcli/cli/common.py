@@ -158,6 +158,12 @@ class MemcliGroup(TyperGroup):
             if exc.errno != errno.EPIPE:
                 raise
             code = closed_pipe()
+        except SystemExit as exc:
+            # typer's own main answers a broken pipe (in --help, --version) with exit 1,
+            # after wrapping the streams so that their last flush stays quiet
+            if exc.code != 1 or type(sys.stdout).__name__ != "PacifyFlushWrapper":
+                raise
+            code = closed_pipe()
         code = code if isinstance(code, int) else 0
         if not standalone_mode:
             return code
@@ -169,10 +175,10 @@ class MemcliGroup(TyperGroup):
         except MemcliError as exc:
             fail(ctx, str(exc), exc.exit_code)
         except BrokenPipeError:
-            raise
+            raise typer.Exit(closed_pipe()) from None  # before typer's main calls it a failure
         except OSError as exc:  # permissions, a full disk: the user's to fix, not a traceback
             if exc.errno == errno.EPIPE:
-                raise
+                raise typer.Exit(closed_pipe()) from None
             fail(ctx, os_error_message(exc), 1)
 
 

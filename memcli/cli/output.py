@@ -69,10 +69,15 @@ def console(stderr: bool = False) -> Any:
     the moment (tests swap sys.stdout per call)."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1; a reader that left is not a failure (`common.closed_pipe`)
+            raise BrokenPipeError
+
     stream = sys.stderr if stderr else sys.stdout
     cached = _CONSOLES.get(stderr)
     if cached is None or cached.file is not stream:
-        cached = Console(file=stream, stderr=stderr, highlight=False)
+        cached = _Console(file=stream, stderr=stderr, highlight=False)
         _CONSOLES[stderr] = cached
     return cached
 
@@ -116,6 +121,14 @@ def set_program(argv0: str) -> None:
         _PROGRAM[:] = ["memcli"]
     else:
         _PROGRAM[:] = [path]
+
+
+def hint_line(label: str, command: str, cols: int) -> list[str]:
+    """`Apply with: COMMAND` on one line, or the command on a line of its own when the two
+    do not fit: a command is never wrapped, so that it pastes as it is."""
+    if len(label) + 1 + len(command) <= cols:
+        return [f"{label} {command}"]
+    return [label, f"  {command}"]
 
 
 def hint(store: str | None, *words: str) -> str:

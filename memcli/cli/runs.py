@@ -169,12 +169,14 @@ def render_outcome(outcome: Outcome, o: Opts, plan_out: Path | None, show_all: b
 
 
 def _next_steps(outcome: Outcome, o: Opts, plan_out: Path | None) -> list[str]:
+    from memcli.cli.output import hint_line, width
+
     if plan_out is not None:
-        return [f"Plan saved to {plan_out}; apply it with: {o.hint('apply', str(plan_out))}"]
+        return hint_line(f"Plan saved to {plan_out}; apply it with:", o.hint("apply", str(plan_out)), width())
     if outcome.dry_run and outcome.actions:
-        return [f"Apply with: {o.hint('consolidate')}"]
+        return hint_line("Apply with:", o.hint("consolidate"), width())
     if not outcome.dry_run and outcome.actions:
-        return [f"Undo with: {o.hint('undo', outcome.run_id)}"]
+        return hint_line("Undo with:", o.hint("undo", outcome.run_id), width())
     return []
 
 
@@ -191,7 +193,7 @@ def log_cmd(
 
     Example: memcli log --last 5      memcli log --run run_01JD
     """
-    from memcli.cli.output import plural, width
+    from memcli.cli.output import hint_line, plural, width
     from memcli.cli.report import wrap
     from memcli.consolidate import history
     from memcli.store.model import Outcome
@@ -222,7 +224,7 @@ def log_cmd(
                     + (f"  UNDONE by {undone_by}" if undone_by else ""), cols)
         count = e.get("stats", {}).get("memory_count")
         out += wrap(_did(e) + (f"; {count:,} memories after" if isinstance(count, int) else ""), cols, "  ")
-    out += ["", f"One run's actions: {o.hint('log', '--run', 'RUN_ID')}"]
+    out += [""] + hint_line("One run's actions:", o.hint("log", "--run", "RUN_ID"), cols)
     sys.stdout.write("\n".join(out) + "\n")
 
 
@@ -283,7 +285,7 @@ def review_list(ctx: typer.Context, all_: bool = typer.Option(False, "--all", he
 
     Example: memcli review list
     """
-    from memcli.cli.output import plural, width
+    from memcli.cli.output import hint_line, plural, width
     from memcli.cli.report import wrap
     from memcli.consolidate import history
 
@@ -307,8 +309,8 @@ def review_list(ctx: typer.Context, all_: bool = typer.Option(False, "--all", he
         out += wrap("  ".join(p for p in (i["id"], i.get("status", ""), reason, similarity,
                                           str(i.get("created_at", ""))[:10]) if p), cols)
         out += wrap("  ".join(i.get("memory_ids", [])), cols, "  ")
-    out += ["", f"Look at one: {o.hint('review', 'show', 'ID')}",
-            f"Decide: {o.hint('review', 'resolve', 'ID', '--keep-both')} (or --merge)"]
+    out += [""] + hint_line("Look at one:", o.hint("review", "show", "ID"), cols)
+    out += hint_line("Decide (or --merge):", o.hint("review", "resolve", "ID", "--keep-both"), cols)
     sys.stdout.write("\n".join(out) + "\n")
 
 
@@ -374,8 +376,10 @@ def _render_review(detail: dict[str, Any], o: Opts) -> None:
         out += wrap(f"Now: similarity {detail.get('similarity_now')}; guards that reject the pair: {now}",
                     cols)
     if detail.get("status") == "open":
-        out += wrap(f"Decide with: {o.hint('review', 'resolve', str(detail.get('id')), '--keep-both')}"
-                    " (or --merge)", cols)
+        from memcli.cli.output import hint_line
+
+        out += hint_line("Decide with (or --merge):",
+                         o.hint("review", "resolve", str(detail.get("id")), "--keep-both"), cols)
     if out:
         sys.stdout.write("\n".join(out) + "\n")
 

@@ -223,6 +223,7 @@ def _render_list(listing: memories.Listing, archived: bool, o: Opts) -> None:
     """Plain lines, written as they come (100,000 memories print in seconds, not a table
     built in memory): the id never wraps; the summary is cut to the width with an ellipsis."""
     from memcli.cli.output import ellipsize, plural, width
+    from memcli.cli.report import pack
 
     cols = max(width(), 40)
     out = sys.stdout
@@ -230,8 +231,7 @@ def _render_list(listing: memories.Listing, archived: bool, o: Opts) -> None:
         where = (e.get("from") or e["folder"]) if archived else e["folder"]
         last = (e.get("last_accessed") or "never")[:10]
         uses = f"{plural(int(e.get('access_count') or 0), 'use')}, last {last}"
-        head = f"{e['id']}  {where}  {e.get('type')}/{e.get('subtype') or '-'}"
-        head = head + "  " + uses if len(head) + 2 + len(uses) <= cols else head + "\n  " + uses
+        head = "\n    ".join(pack([e["id"], where, f"{e.get('type')}/{e.get('subtype') or '-'}", uses], cols - 4))
         tags = ", ".join(e.get("tags") or [])
         text = (e.get("summary") or "") + (f" [{tags}]" if tags else "")
         out.write(f"{head}\n  {ellipsize(text, cols - 2)}\n")
