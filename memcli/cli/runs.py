@@ -220,10 +220,11 @@ def log_cmd(
     for e, undone_by in shown:
         when = e["timestamp"][:16].replace("T", " ")
         out.append("")
-        out += wrap(f"{e['run_id']}  {when}  {e['trigger']}"
-                    + (f"  UNDONE by {undone_by}" if undone_by else ""), cols)
+        out += wrap(f"{e['run_id']}  {when}  {e['trigger']}" + ("  [undone]" if undone_by else ""), cols)
         count = e.get("stats", {}).get("memory_count")
         out += wrap(_did(e) + (f"; {count:,} memories after" if isinstance(count, int) else ""), cols, "  ")
+        if undone_by:
+            out += wrap(f"undone by {undone_by}", cols, "  ")
     out += [""] + hint_line("One run's actions:", o.hint("log", "--run", "RUN_ID"), cols)
     sys.stdout.write("\n".join(out) + "\n")
 

@@ -231,7 +231,8 @@ def _render_list(listing: memories.Listing, archived: bool, o: Opts) -> None:
         where = (e.get("from") or e["folder"]) if archived else e["folder"]
         last = (e.get("last_accessed") or "never")[:10]
         uses = f"{plural(int(e.get('access_count') or 0), 'use')}, last {last}"
-        head = "\n    ".join(pack([e["id"], where, f"{e.get('type')}/{e.get('subtype') or '-'}", uses], cols - 4))
+        kind = f"{e.get('type')}/{e.get('subtype') or '-'}"
+        head = "\n    ".join(pack([e["id"], where, kind, uses], cols - 4))
         tags = ", ".join(e.get("tags") or [])
         text = (e.get("summary") or "") + (f" [{tags}]" if tags else "")
         out.write(f"{head}\n  {ellipsize(text, cols - 2)}\n")
