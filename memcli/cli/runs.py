@@ -58,10 +58,28 @@ def consolidate(
     confirm = None if dry_run or plan_out is not None else _confirmer(store, o, yes)
     with Progress(o.json or o.quiet) as progress:
         outcome = engine.consolidate(store, trigger=trigger, dry_run=dry_run, limit=limit,
-                                     consent=consent, llm=llm, wait=o.wait, progress=progress,
+                                     consent=consent, llm=llm, wait=o.wait, progress=_steady(progress, trigger),
                                      plan_out=plan_out, confirm=confirm)
     warnings = _archive_warnings(store, outcome) if outcome.dry_run else []
     render_outcome(outcome, o, plan_out, all_, warnings)
+
+
+def _steady(update: Any, trigger: str) -> Any:
+    """One bar a phase that only moves forward: planning (folder by folder), then applying.
+    The engine also reports comparing block by block within each folder, which would start
+    a bar again at every folder: left out, except in a run planned at once (session_end),
+    where it is the planning bar, counted to its end."""
+    if update is None:
+        return None
+
+    def forward(stage: str, done: int, total: int) -> None:
+        if stage == "comparing":
+            if trigger != "session_end":
+                return
+            stage, done = "planning", min(done + 1, total)
+        update(stage, done, total)
+
+    return forward
 
 
 def _folders(store: Store) -> tuple[dict[str, int], dict[str, str]]:

@@ -273,3 +273,20 @@ def test_hints_keep_a_relative_store_as_an_absolute_one(store: Path, monkeypatch
     monkeypatch.chdir(store.parent)
     result = runner.invoke(app, ["--store", "store", "consolidate"], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and f"Undo with: memcli --store {store} undo run_" in result.stdout
+
+
+def test_the_run_bars_only_move_forward() -> None:
+    seen: list[tuple[str, int, int]] = []
+    forward = runs._steady(lambda stage, done, total: seen.append((stage, done, total)), "manual")
+    for folder in range(2):  # a full run: comparing restarts in every folder, planning counts folders
+        for block in range(4):
+            forward("comparing", block, 4)
+        forward("planning", folder + 1, 2)
+    forward("applying", 10, 10)
+    assert seen == [("planning", 1, 2), ("planning", 2, 2), ("applying", 10, 10)]
+    seen.clear()
+    forward = runs._steady(lambda stage, done, total: seen.append((stage, done, total)), "session_end")
+    for block in range(3):  # session_end: blocks of the whole run, counted to the end
+        forward("comparing", block, 3)
+    assert seen[-1] == ("planning", 3, 3)
+    assert runs._steady(None, "manual") is None
