@@ -58,8 +58,8 @@ def consolidate(
     confirm = None if dry_run or plan_out is not None else _confirmer(store, o, yes)
     with Progress(o.json or o.quiet) as progress:
         outcome = engine.consolidate(store, trigger=trigger, dry_run=dry_run, limit=limit,
-                                     consent=consent, llm=llm, wait=o.wait, progress=_steady(progress, trigger),
-                                     plan_out=plan_out, confirm=confirm)
+                                     consent=consent, llm=llm, wait=o.wait,
+                                     progress=_steady(progress, trigger), plan_out=plan_out, confirm=confirm)
     warnings = _archive_warnings(store, outcome) if outcome.dry_run else []
     render_outcome(outcome, o, plan_out, all_, warnings)
 
