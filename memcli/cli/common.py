@@ -21,7 +21,7 @@ try:  # typer >= 0.20 carries its own copy of click: its exceptions are the ones
 except ImportError:  # pragma: no cover  (older typer uses click itself)
     import click  # type: ignore[no-redef,unused-ignore]
 
-from memcli.cli.output import degrade_streams, emit_json, start_clock
+from memcli.cli.output import degrade_streams, emit_json, os_error_message, start_clock
 from memcli.errors import MemcliError
 
 if TYPE_CHECKING:
@@ -193,12 +193,6 @@ def closed_pipe() -> int:
     return 0
 
 
-def os_error_message(exc: OSError) -> str:
-    """`Permission denied (/path/to/file)`: the reason, then the file when there is one."""
-    reason = exc.strerror or str(exc)
-    return f"{reason} ({exc.filename})" if exc.filename else reason
-
-
 def fail(ctx: Any, message: str, code: int) -> None:
     opts = ctx.obj if isinstance(ctx.obj, Opts) else None
     if opts is not None and opts.json:
@@ -248,16 +242,9 @@ def sub_app(help_text: str) -> typer.Typer:
 def _version(value: bool) -> None:
     if not value:
         return
-    from importlib.metadata import PackageNotFoundError, version
+    from memcli.cli.fast import version  # the fast path serves `memcli --version`; the same text
 
-    from memcli.store.index import INDEX_VERSION
-
-    try:
-        mine = version("memcli")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        mine = "unknown"
-    sys.stdout.write(f"memcli {mine} (store format {INDEX_VERSION})\n")
-    raise typer.Exit(0)
+    raise typer.Exit(version())
 
 
 @app.callback()

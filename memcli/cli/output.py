@@ -52,6 +52,12 @@ def degrade_streams() -> None:
                 pass
 
 
+def os_error_message(exc: OSError) -> str:
+    """`Permission denied (/path/to/file)`: the reason, then the file when there is one."""
+    reason = exc.strerror or str(exc)
+    return f"{reason} ({exc.filename})" if exc.filename else reason
+
+
 def emit_json(data: Any) -> None:
     """Indented JSON on stdout; `\\uXXXX` escapes where stdout is not UTF-8 (still exact)."""
     if utf8(sys.stdout):
