@@ -276,6 +276,7 @@ def memcli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_undo_and_restore_in_real_processes(store: Path) -> None:
     stale = add(store, summary="old fact never used", access_count=0)
     before = snapshot(store)
