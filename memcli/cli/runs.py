@@ -146,7 +146,7 @@ def render_outcome(outcome: Outcome, o: Opts, plan_out: Path | None, show_all: b
                    warnings: list[str] | None = None, hints: bool = True) -> None:
     """The report: title, counts, durations, warnings, then the actions by kind."""
     from memcli.cli import report
-    from memcli.cli.output import started_ms, width
+    from memcli.cli.output import hint_line, started_ms, width
 
     wall_ms = started_ms()
     notes(outcome.notes, o.quiet)  # stderr, also with --json: skipped bad files are always named
@@ -172,10 +172,9 @@ def render_outcome(outcome: Outcome, o: Opts, plan_out: Path | None, show_all: b
         lines, hidden = report.actions_lines(outcome, cols, budget)
         out += [""] + lines
         if hidden:
-            more = o.hint("log", "--run", outcome.run_id, "--all") if not outcome.dry_run else (
-                "consolidate --dry-run --all")
-            out += report.wrap(f"{hidden:,} actions not shown: --all shows them, --json lists them"
-                               + (f" ({more})" if not outcome.dry_run else "") + ".", cols)
+            out += report.wrap(f"{hidden:,} actions not shown: --all shows them, --json lists them.", cols)
+            if not outcome.dry_run:  # the run is in the log: the command that shows it whole
+                out += hint_line("All of them:", o.hint("log", "--run", outcome.run_id, "--all"), cols)
     else:
         out.append("No action: the store is consolidated.")
     if outcome.stats.get("deferred"):

@@ -290,3 +290,14 @@ def test_the_run_bars_only_move_forward() -> None:
         forward("comparing", block, 3)
     assert seen[-1] == ("planning", 3, 3)
     assert runs._steady(None, "manual") is None
+
+
+def test_an_undo_of_a_big_run_names_a_few_decisions_and_counts_the_rest(tmp_path: Path) -> None:
+    store = demo(tmp_path)
+    run_id = json.loads(run(store, "consolidate", "--json")[1])["run_id"]
+    code, out, _ = run(store, "undo", run_id[:14], env={"COLUMNS": "80"})
+    decisions = json.loads(run(store, "log", "--json")[1])["entries"][0]["actions"]
+    count = sum(1 for a in decisions if a.get("type") == "decision")
+    assert code == 0 and count > 5 and f"; and {count - 5} more." in " ".join(out.split())
+    assert all(len(line) <= 80 or any(len(w) > 45 for w in line.split()) for line in out.splitlines())
+    assert f"memcli --store {store} review list --all" in out and "To reverse it:" in out
