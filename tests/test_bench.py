@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -26,6 +27,7 @@ MRPC_SAMPLE = (
 )
 
 
+@pytest.mark.slow
 def test_harness_end_to_end(tmp_path: Path) -> None:
     mrpc = tmp_path / "mrpc"
     mrpc.mkdir()

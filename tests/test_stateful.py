@@ -263,6 +263,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert problems == [], [p.to_json() for p in problems]
 
 
+@pytest.mark.slow
 def test_store_state_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMCLI_NOW", format_ts(NOW_DT))  # restored after; the machine moves it
     from hypothesis.stateful import run_state_machine_as_test

@@ -21,7 +21,7 @@ try:  # typer >= 0.20 carries its own copy of click: its exceptions are the ones
 except ImportError:  # pragma: no cover  (older typer uses click itself)
     import click  # type: ignore[no-redef,unused-ignore]
 
-from memcli.cli.output import degrade_streams, emit_json, start_clock
+from memcli.cli.output import degrade_streams, emit_json, os_error_message, start_clock
 from memcli.errors import MemcliError
 
 if TYPE_CHECKING:
@@ -158,6 +158,12 @@ class MemcliGroup(TyperGroup):
             if exc.errno != errno.EPIPE:
                 raise
             code = closed_pipe()
+        except SystemExit as exc:
+            # typer's own main answers a broken pipe (in --help, --version) with exit 1,
+            # after wrapping the streams so that their last flush stays quiet
+            if exc.code != 1 or type(sys.stdout).__name__ != "PacifyFlushWrapper":
+                raise
+            code = closed_pipe()
         code = code if isinstance(code, int) else 0
         if not standalone_mode:
             return code
@@ -169,10 +175,10 @@ class MemcliGroup(TyperGroup):
         except MemcliError as exc:
             fail(ctx, str(exc), exc.exit_code)
         except BrokenPipeError:
-            raise
+            raise typer.Exit(closed_pipe()) from None  # before typer's main calls it a failure
         except OSError as exc:  # permissions, a full disk: the user's to fix, not a traceback
             if exc.errno == errno.EPIPE:
-                raise
+                raise typer.Exit(closed_pipe()) from None
             fail(ctx, os_error_message(exc), 1)
 
 
@@ -185,12 +191,6 @@ def closed_pipe() -> int:
     except (OSError, ValueError):  # not a real file (a test's buffer): nothing to redirect
         pass
     return 0
-
-
-def os_error_message(exc: OSError) -> str:
-    """`Permission denied (/path/to/file)`: the reason, then the file when there is one."""
-    reason = exc.strerror or str(exc)
-    return f"{reason} ({exc.filename})" if exc.filename else reason
 
 
 def fail(ctx: Any, message: str, code: int) -> None:
@@ -242,16 +242,9 @@ def sub_app(help_text: str) -> typer.Typer:
 def _version(value: bool) -> None:
     if not value:
         return
-    from importlib.metadata import PackageNotFoundError, version
+    from memcli.cli.fast import version  # the fast path serves `memcli --version`; the same text
 
-    from memcli.store.index import INDEX_VERSION
-
-    try:
-        mine = version("memcli")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        mine = "unknown"
-    sys.stdout.write(f"memcli {mine} (store format {INDEX_VERSION})\n")
-    raise typer.Exit(0)
+    raise typer.Exit(version())
 
 
 @app.callback()

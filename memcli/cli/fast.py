@@ -24,6 +24,8 @@ ROUTES: dict[tuple[str, ...], str] = {
     ("mcp",): "memcli.cli.recallmain:mcp",
     ("hook",): "memcli.cli.hookmain:unknown_hook",  # any other hook: exit 0 (hooks fail open)
     ("tick",): "memcli.cli.tickmain:tick",
+    ("list",): "memcli.cli.readmain:list_fast",  # typer's option parsing imports pydantic
+    ("show",): "memcli.cli.readmain:show_fast",
     ("hook", "pre-compact"): "memcli.cli.capturemain:pre_compact",
     ("hook", "capture-background"): "memcli.cli.capturemain:capture_background",
     ("merge-driver",): "memcli.cli.syncmain:merge_driver",  # git runs it once a merged file
@@ -81,6 +83,22 @@ def split_common(argv: list[str]) -> tuple[FastOpts, list[str]] | None:
     return opts, rest
 
 
+def version() -> int:
+    """`memcli --version`: memcli's version and the store format it reads and writes."""
+    import sys
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    from memcli.store.index import INDEX_VERSION
+
+    try:
+        mine = installed("memcli")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        mine = "unknown"
+    sys.stdout.write(f"memcli {mine} (store format {INDEX_VERSION})\n")
+    return 0
+
+
 def dispatch(argv: list[str]) -> int | None:
     if any(arg in _HELP for arg in argv):
         return None
@@ -88,6 +106,8 @@ def dispatch(argv: list[str]) -> int | None:
     if parsed is None:
         return None
     opts, rest = parsed
+    if rest == ["--version"]:
+        return version()
     for words, target in sorted(ROUTES.items(), key=lambda route: -len(route[0])):  # longest first
         if tuple(rest[:len(words)]) == words:
             module, _, func = target.partition(":")

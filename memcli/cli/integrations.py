@@ -328,8 +328,10 @@ def _health_lines(data: dict[str, Any], cols: int) -> list[str]:
     """Lines as they are, not wrapped: they quote ops/hook.log and ops/cron.log."""
     hooks = data["hooks"]
     start = hooks["last_start"]
-    out = ["Hooks: no hook has run yet (ops/hook.log is empty or missing)" if start is None else
-           f"Hooks: last start {_local(start['at'])} ({start['event']}): {hooks['result']['message']}"]
+    from memcli.cli.report import wrap
+
+    out = (wrap("Hooks: no hook has run yet (ops/hook.log is empty or missing)", cols) if start is None else
+           [f"Hooks: last start {_local(start['at'])} ({start['event']}): {hooks['result']['message']}"])
     error = hooks["last_error"]
     line = f"Last hook error: {_local(error['at'])}: {error['message']}" if error else "Last hook error: none"
     out.append(line + (f" ({hooks['warnings']} warning(s) in ops/hook.log)" if hooks["warnings"] else ""))
@@ -341,8 +343,8 @@ def _health_lines(data: dict[str, Any], cols: int) -> list[str]:
     if cron:
         line += f"; ops/cron.log last written {_local(cron['modified'])}"
         if cron["last_line"]:
-            line += f", last line: {cron['last_line']}"
-    return out + [line]
+            return out + [line + f", last line: {cron['last_line']}"]
+    return out + wrap(line, cols)
 
 
 def _indexes_lines(data: dict[str, Any], cols: int) -> list[str]:

@@ -52,6 +52,12 @@ def degrade_streams() -> None:
                 pass
 
 
+def os_error_message(exc: OSError) -> str:
+    """`Permission denied (/path/to/file)`: the reason, then the file when there is one."""
+    reason = exc.strerror or str(exc)
+    return f"{reason} ({exc.filename})" if exc.filename else reason
+
+
 def emit_json(data: Any) -> None:
     """Indented JSON on stdout; `\\uXXXX` escapes where stdout is not UTF-8 (still exact)."""
     if utf8(sys.stdout):
@@ -69,10 +75,15 @@ def console(stderr: bool = False) -> Any:
     the moment (tests swap sys.stdout per call)."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1; a reader that left is not a failure (`common.closed_pipe`)
+            raise BrokenPipeError
+
     stream = sys.stderr if stderr else sys.stdout
     cached = _CONSOLES.get(stderr)
     if cached is None or cached.file is not stream:
-        cached = Console(file=stream, stderr=stderr, highlight=False)
+        cached = _Console(file=stream, stderr=stderr, highlight=False)
         _CONSOLES[stderr] = cached
     return cached
 
@@ -116,6 +127,14 @@ def set_program(argv0: str) -> None:
         _PROGRAM[:] = ["memcli"]
     else:
         _PROGRAM[:] = [path]
+
+
+def hint_line(label: str, command: str, cols: int) -> list[str]:
+    """`Apply with: COMMAND` on one line, or the command on a line of its own when the two
+    do not fit: a command is never wrapped, so that it pastes as it is."""
+    if len(label) + 1 + len(command) <= cols:
+        return [f"{label} {command}"]
+    return [label, f"  {command}"]
 
 
 def hint(store: str | None, *words: str) -> str:

@@ -58,10 +58,28 @@ def consolidate(
     confirm = None if dry_run or plan_out is not None else _confirmer(store, o, yes)
     with Progress(o.json or o.quiet) as progress:
         outcome = engine.consolidate(store, trigger=trigger, dry_run=dry_run, limit=limit,
-                                     consent=consent, llm=llm, wait=o.wait, progress=progress,
-                                     plan_out=plan_out, confirm=confirm)
+                                     consent=consent, llm=llm, wait=o.wait,
+                                     progress=_steady(progress, trigger), plan_out=plan_out, confirm=confirm)
     warnings = _archive_warnings(store, outcome) if outcome.dry_run else []
     render_outcome(outcome, o, plan_out, all_, warnings)
+
+
+def _steady(update: Any, trigger: str) -> Any:
+    """One bar a phase that only moves forward: planning (folder by folder), then applying.
+    The engine also reports comparing block by block within each folder, which would start
+    a bar again at every folder: left out, except in a run planned at once (session_end),
+    where it is the planning bar, counted to its end."""
+    if update is None:
+        return None
+
+    def forward(stage: str, done: int, total: int) -> None:
+        if stage == "comparing":
+            if trigger != "session_end":
+                return
+            stage, done = "planning", min(done + 1, total)
+        update(stage, done, total)
+
+    return forward
 
 
 def _folders(store: Store) -> tuple[dict[str, int], dict[str, str]]:
@@ -128,7 +146,7 @@ def render_outcome(outcome: Outcome, o: Opts, plan_out: Path | None, show_all: b
                    warnings: list[str] | None = None, hints: bool = True) -> None:
     """The report: title, counts, durations, warnings, then the actions by kind."""
     from memcli.cli import report
-    from memcli.cli.output import started_ms, width
+    from memcli.cli.output import hint_line, started_ms, width
 
     wall_ms = started_ms()
     notes(outcome.notes, o.quiet)  # stderr, also with --json: skipped bad files are always named
@@ -154,10 +172,9 @@ def render_outcome(outcome: Outcome, o: Opts, plan_out: Path | None, show_all: b
         lines, hidden = report.actions_lines(outcome, cols, budget)
         out += [""] + lines
         if hidden:
-            more = o.hint("log", "--run", outcome.run_id, "--all") if not outcome.dry_run else (
-                "consolidate --dry-run --all")
-            out += report.wrap(f"{hidden:,} actions not shown: --all shows them, --json lists them"
-                               + (f" ({more})" if not outcome.dry_run else "") + ".", cols)
+            out += report.wrap(f"{hidden:,} actions not shown: --all shows them, --json lists them.", cols)
+            if not outcome.dry_run:  # the run is in the log: the command that shows it whole
+                out += hint_line("All of them:", o.hint("log", "--run", outcome.run_id, "--all"), cols)
     else:
         out.append("No action: the store is consolidated.")
     if outcome.stats.get("deferred"):
@@ -169,12 +186,14 @@ def render_outcome(outcome: Outcome, o: Opts, plan_out: Path | None, show_all: b
 
 
 def _next_steps(outcome: Outcome, o: Opts, plan_out: Path | None) -> list[str]:
+    from memcli.cli.output import hint_line, width
+
     if plan_out is not None:
-        return [f"Plan saved to {plan_out}; apply it with: {o.hint('apply', str(plan_out))}"]
+        return hint_line(f"Plan saved to {plan_out}; apply it with:", o.hint("apply", str(plan_out)), width())
     if outcome.dry_run and outcome.actions:
-        return [f"Apply with: {o.hint('consolidate')}"]
+        return hint_line("Apply with:", o.hint("consolidate"), width())
     if not outcome.dry_run and outcome.actions:
-        return [f"Undo with: {o.hint('undo', outcome.run_id)}"]
+        return hint_line("Undo with:", o.hint("undo", outcome.run_id), width())
     return []
 
 
@@ -191,7 +210,7 @@ def log_cmd(
 
     Example: memcli log --last 5      memcli log --run run_01JD
     """
-    from memcli.cli.output import plural, width
+    from memcli.cli.output import hint_line, plural, width
     from memcli.cli.report import wrap
     from memcli.consolidate import history
     from memcli.store.model import Outcome
@@ -218,11 +237,12 @@ def log_cmd(
     for e, undone_by in shown:
         when = e["timestamp"][:16].replace("T", " ")
         out.append("")
-        out += wrap(f"{e['run_id']}  {when}  {e['trigger']}"
-                    + (f"  UNDONE by {undone_by}" if undone_by else ""), cols)
+        out += wrap(f"{e['run_id']}  {when}  {e['trigger']}" + ("  [undone]" if undone_by else ""), cols)
         count = e.get("stats", {}).get("memory_count")
         out += wrap(_did(e) + (f"; {count:,} memories after" if isinstance(count, int) else ""), cols, "  ")
-    out += ["", f"One run's actions: {o.hint('log', '--run', 'RUN_ID')}"]
+        if undone_by:
+            out += wrap(f"undone by {undone_by}", cols, "  ")
+    out += [""] + hint_line("One run's actions:", o.hint("log", "--run", "RUN_ID"), cols)
     sys.stdout.write("\n".join(out) + "\n")
 
 
@@ -283,7 +303,7 @@ def review_list(ctx: typer.Context, all_: bool = typer.Option(False, "--all", he
 
     Example: memcli review list
     """
-    from memcli.cli.output import plural, width
+    from memcli.cli.output import hint_line, plural, width
     from memcli.cli.report import wrap
     from memcli.consolidate import history
 
@@ -307,8 +327,8 @@ def review_list(ctx: typer.Context, all_: bool = typer.Option(False, "--all", he
         out += wrap("  ".join(p for p in (i["id"], i.get("status", ""), reason, similarity,
                                           str(i.get("created_at", ""))[:10]) if p), cols)
         out += wrap("  ".join(i.get("memory_ids", [])), cols, "  ")
-    out += ["", f"Look at one: {o.hint('review', 'show', 'ID')}",
-            f"Decide: {o.hint('review', 'resolve', 'ID', '--keep-both')} (or --merge)"]
+    out += [""] + hint_line("Look at one:", o.hint("review", "show", "ID"), cols)
+    out += hint_line("Decide (or --merge):", o.hint("review", "resolve", "ID", "--keep-both"), cols)
     sys.stdout.write("\n".join(out) + "\n")
 
 
@@ -374,8 +394,10 @@ def _render_review(detail: dict[str, Any], o: Opts) -> None:
         out += wrap(f"Now: similarity {detail.get('similarity_now')}; guards that reject the pair: {now}",
                     cols)
     if detail.get("status") == "open":
-        out += wrap(f"Decide with: {o.hint('review', 'resolve', str(detail.get('id')), '--keep-both')}"
-                    " (or --merge)", cols)
+        from memcli.cli.output import hint_line
+
+        out += hint_line("Decide with (or --merge):",
+                         o.hint("review", "resolve", str(detail.get("id")), "--keep-both"), cols)
     if out:
         sys.stdout.write("\n".join(out) + "\n")
 

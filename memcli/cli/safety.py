@@ -39,18 +39,33 @@ def undo(ctx: typer.Context, run_id: str = typer.Argument(
                                     missing_ok=True)  # undo says why an unknown run cannot be undone
     with Progress(o.json or o.quiet) as progress:
         outcome = undo_core.undo_run(store, run_id, o.wait, progress)
+    _render(outcome, o, _undo_message(outcome, run_id, o))
+
+
+SHOWN = 5  # decisions an undo lists by name; `review list --all` has every one
+
+
+def _undo_message(outcome: Outcome, run_id: str, o: Opts) -> str:
+    """What was put back, then (a few by name, the rest counted) what later runs will not
+    redo, wrapped to the terminal; the commands to change one's mind on lines of their own."""
+    from memcli.cli.output import hint_line, plural, width
+    from memcli.cli.report import wrap
+
+    cols = width()
     restored = next(a["files_restored"] for a in outcome.actions if a.get("type") == "undo")
     archived = [a["memory_id"] for a in outcome.actions if a.get("reason") == "undone"]
-    message = f"Undid {run_id}: {restored} file(s) put back as they were"
+    text = f"Undid {run_id}: {plural(restored, 'file')} put back as they were"
     if archived:
-        message += f"; {len(archived)} memory(ies) it created moved to the archive ({', '.join(archived)})"
+        text += f"; {plural(len(archived), 'memory')} it created moved to the archive ({', '.join(archived)})"
+    lines = wrap(text, cols)
     decided = [w.removeprefix("later runs: ") for a, w in zip(outcome.actions, outcome.whys, strict=False)
                if a.get("type") == "decision"]
     if decided and not o.json:
-        message += (".\nLater runs will not redo it: " + "; ".join(decided)
-                    + f".\nTo change your mind: {o.hint('review', 'list', '--all')}, then "
-                      f"{o.hint('review', 'resolve', 'ID', '--merge')} (a pair) or --redo")
-    _render(outcome, o, message)
+        more = f"; and {len(decided) - SHOWN} more" if len(decided) > SHOWN else ""
+        lines += wrap("Later runs will not redo it: " + "; ".join(decided[:SHOWN]) + more + ".", cols)
+        lines += hint_line("To change your mind, see:", o.hint("review", "list", "--all"), cols)
+        lines += hint_line("then (a pair; or --redo):", o.hint("review", "resolve", "ID", "--merge"), cols)
+    return "\n".join(lines)
 
 
 @app.command()
@@ -85,7 +100,10 @@ def _render(outcome: Outcome, o: Opts, message: str) -> None:
     elif o.quiet:
         print(outcome.run_id)
     else:
-        print(f"{message} (run {outcome.run_id}; to reverse it: {o.hint('undo', outcome.run_id)})")
+        from memcli.cli.output import hint_line, width
+
+        print(f"{message} (run {outcome.run_id})")
+        print("\n".join(hint_line("To reverse it:", o.hint("undo", outcome.run_id), width())))
 
 
 @app.command()

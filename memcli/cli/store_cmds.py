@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from memcli.cli.common import Opts, app, emit_json, notes, opts, warn
+from memcli.cli.common import app, emit_json, notes, opts, warn
+from memcli.cli.fast import FastOpts
 
 if TYPE_CHECKING:
     from memcli.store import memories
@@ -118,19 +119,10 @@ def show(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID", hel
 
     Example: memcli show mem_01JD3Z7Q      (a unique prefix of the id is enough)
     """
-    from memcli.store import memories
-    from memcli.store.model import encode
+    from memcli.cli import readmain
 
     o = opts(ctx)
-    store = o.open_store()
-    mem, folder, record = memories.show_memory(store, memories.resolve_id(store, mem_id))
-    if o.json:
-        emit_json({"memory": record, "folder": folder.rel, "path": str(mem.path),
-                   "archived": folder.scope == "archive"})
-        return
-    if not o.quiet:
-        sys.stdout.write(f"{mem.id}  ({folder.rel}, {mem.fmt})\n")
-    sys.stdout.write(encode(record, "md").decode().rstrip("\n") + "\n")
+    readmain.run_show(FastOpts(o.store, o.json, o.quiet, o.wait), mem_id)
 
 
 @app.command()
@@ -202,49 +194,11 @@ def list_(
 
     Example: memcli list --scope agent --scope-id coder --sort accessed --limit 20
     """
-    from memcli.cli.output import Progress
-    from memcli.errors import MemcliError
-    from memcli.store import memories
-    from memcli.store.model import now
+    from memcli.cli import readmain
 
     o = opts(ctx)
-    if limit < 0:
-        raise MemcliError("--limit must be 0 (all) or more")
-    flt = memories.ListFilter(scope, scope_id, type_, subtype, list(tag), archived,
-                              memories.parse_since(since, now()) if since else None, sort, limit)
-    store = o.open_store()
-    with Progress(o.json or o.quiet, min_total=10_000) as progress:
-        listing = memories.list_view(store, flt, progress)
-    warn(listing.problems, o.quiet)
-    if o.json:
-        emit_json({"memories": listing.entries, "count": len(listing.entries), "matched": listing.matched})
-    elif o.quiet:
-        sys.stdout.write("".join(e["id"] + "\n" for e in listing.entries))
-    else:
-        _render_list(listing, archived, o)
-
-
-def _render_list(listing: memories.Listing, archived: bool, o: Opts) -> None:
-    """Plain lines, written as they come (100,000 memories print in seconds, not a table
-    built in memory): the id never wraps; the summary is cut to the width with an ellipsis."""
-    from memcli.cli.output import ellipsize, plural, width
-
-    cols = max(width(), 40)
-    out = sys.stdout
-    for e in listing.entries:
-        where = (e.get("from") or e["folder"]) if archived else e["folder"]
-        last = (e.get("last_accessed") or "never")[:10]
-        uses = f"{plural(int(e.get('access_count') or 0), 'use')}, last {last}"
-        head = f"{e['id']}  {where}  {e.get('type')}/{e.get('subtype') or '-'}"
-        head = head + "  " + uses if len(head) + 2 + len(uses) <= cols else head + "\n  " + uses
-        tags = ", ".join(e.get("tags") or [])
-        text = (e.get("summary") or "") + (f" [{tags}]" if tags else "")
-        out.write(f"{head}\n  {ellipsize(text, cols - 2)}\n")
-    shown = len(listing.entries)
-    kind = "archived memories" if archived else "memories"
-    tail = f"{shown:,} {kind}" if shown == listing.matched else (
-        f"{shown:,} of {listing.matched:,} {kind} (--limit 0 for all)")
-    out.write(("\n" if shown else "") + tail + "\n")
+    readmain.run_list(FastOpts(o.store, o.json, o.quiet, o.wait), scope, scope_id, type_, subtype, list(tag),
+                      archived, since, sort, limit)
 
 
 @app.command()

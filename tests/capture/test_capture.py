@@ -354,6 +354,7 @@ def test_capture_waits_for_the_lock(store: Path, tmp_path: Path) -> None:
     assert not (store / "agent").exists()
 
 
+@pytest.mark.slow
 def test_a_capture_killed_at_any_write_is_recovered(store: Path, tmp_path: Path) -> None:
     """MEMCLI_CRASH_AT=N stops the capture just before its Nth file-system change; the next
     writing command finishes or rolls it back: the memory is there whole, or not at all."""
@@ -408,6 +409,7 @@ LLM_TEXT = ("## What happened\nThe agent fixed the date parser after a failing t
             f"{SECRETS[4]}.\n\n## Key learnings\nThe parser dropped the time zone.")
 
 
+@pytest.mark.slow
 def test_the_llm_writes_the_memory_when_on(store: Path, tmp_path: Path, server: FakeAnthropic) -> None:
     server.push_text(LLM_TEXT)
     result = run(store, write(tmp_path, secret_session()), llm=True)

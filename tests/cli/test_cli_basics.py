@@ -137,7 +137,7 @@ def test_quiet_prints_only_what_a_script_needs(store: Path, argv: list[str], sha
 
 PROBE = """
 import atexit, sys
-heavy = ("rich", "numpy", "memcli.consolidate.engine", "typer.rich_utils")
+heavy = ("rich", "numpy", "memcli.consolidate.engine", "typer.rich_utils", "typer", "pydantic")
 atexit.register(lambda: sys.stderr.write("HEAVY=" + ",".join(m for m in heavy if m in sys.modules) + "\\n"))
 sys.argv = ["memcli"] + sys.argv[1:]
 from memcli.cli import main
@@ -160,12 +160,42 @@ def _demo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["list"], ["list", "--json"],
-                                  ["show", "mem_01M7THQH00DEF8SJMC11T3AZRQ"], ["log"], ["add", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["log"], ["add", "--help"], ["list", "--help"]])
 def test_lean_commands_import_no_rich_numpy_or_engine(tmp_path: Path, argv: list[str]) -> None:
     demo = _demo(tmp_path)
     code, heavy = _heavy("--store", str(demo), *argv, cwd=tmp_path)
+    assert code == 0 and set(heavy) <= {"typer", "pydantic"}  # typer parses them; nothing heavier
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["list"], ["list", "--json"], ["list", "--sort=uses", "--limit", "3"],
+                                  ["show", "mem_01M7THQH00DEF8SJMC11T3AZRQ"], ["show", "01M7THQH", "--json"]])
+def test_list_show_and_version_start_without_typer(tmp_path: Path, argv: list[str]) -> None:
+    """The fast path serves them: typer's option parsing alone imports pydantic."""
+    demo = _demo(tmp_path)
+    code, heavy = _heavy("--store", str(demo), *argv, cwd=tmp_path)
     assert code == 0 and heavy == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["list"], ["list", "--json", "--since", "30d", "--sort", "created"],
+                                  ["list", "--quiet", "--tag", "deploy"], ["list", "--archived"],
+                                  ["show", "01M7THQH"], ["show", "mem_01M7THQH00DEF8SJMC11T3AZRQ", "--json"],
+                                  ["show", "01M"], ["show", "nothing"], ["list", "--sort", "size"], ["--version"]])
+def test_the_fast_path_prints_what_typer_prints(tmp_path: Path, argv: list[str]) -> None:
+    demo = _demo(tmp_path)
+    env = {**os.environ, "MEMCLI_NOW": "2026-11-22T00:00:00Z", "COLUMNS": "80"}
+    fast = subprocess.run([sys.executable, "-m", "memcli", "--store", str(demo), *argv], capture_output=True,
+                          text=True, timeout=60, env=env, cwd=tmp_path)
+    slow = runner.invoke(app, ["--store", str(demo), *argv], env={"COLUMNS": "80"}, prog_name="memcli")
+    assert (fast.returncode, fast.stdout, fast.stderr) == (slow.exit_code, slow.stdout, slow.stderr)
+
+
+def test_the_fast_path_hands_usage_errors_to_typer(tmp_path: Path) -> None:
+    demo = _demo(tmp_path)
+    for argv in (["list", "--limit", "many"], ["list", "--bogus"], ["show"], ["show", "a", "b"]):
+        done = subprocess.run([sys.executable, "-m", "memcli", "--store", str(demo), *argv], capture_output=True,
+                              text=True, timeout=60, cwd=tmp_path)
+        assert done.returncode == 2 and "Usage: memcli" in done.stderr, argv
 
 
 def test_commands_that_draw_tables_or_run_still_work(tmp_path: Path) -> None:

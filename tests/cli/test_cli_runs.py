@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from memcli.cli import app
@@ -42,9 +43,9 @@ def test_consolidate_table_report_and_hints(store: Path) -> None:
     code, out, _ = run(store, "consolidate", "--dry-run")
     # hints keep the --store the command was run with, so they work pasted as they are
     assert code == 0 and "Dry run: nothing was written" in out
-    assert f"Apply with: memcli --store {store} consolidate" in out
+    assert "Apply with:" in out and f"memcli --store {store} consolidate\n" in out
     code, out, _ = run(store, "consolidate")
-    assert code == 0 and "archive" in out and f"Undo with: memcli --store {store} undo run_" in out
+    assert code == 0 and "archive" in out and "Undo with:" in out and f"memcli --store {store} undo run_" in out
 
 
 def test_consolidate_bad_options(store: Path) -> None:
@@ -169,3 +170,27 @@ def test_dry_run_report_shows_a_line_of_each_merged_text(store: Path) -> None:
 def runner_wide(store: Path, *args: str) -> tuple[int, str, str]:
     result = runner.invoke(app, ["--store", str(store), *args], env={"COLUMNS": "200"})
     return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_shipped_demo_store_is_doctor_clean(tmp_path: Path) -> None:
+    """A fresh copy (new mtimes, as a clone has) passes doctor, and the README's first run
+    still reports what it always did."""
+    store = demo(tmp_path)
+    code, out, _ = run(store, "doctor")
+    assert code == 0 and "No problem found." in out
+    stats = json.loads(run(store, "consolidate", "--dry-run", "--json")[1])["stats"]
+    assert (stats["memories_merged"], stats["memories_summarized"], stats["memories_promoted"],
+            stats["memories_archived"], stats["memory_count"]) == (10, 3, 5, 8, 86)
+
+
+@pytest.mark.slow
+def test_make_demo_store_writes_the_indexes(tmp_path: Path) -> None:
+    out = tmp_path / "fresh"
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "fixtures" /
+                                               "make_demo_store.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.parent.name for p in out.rglob("_index.json")) == sorted(
+        ["coder", "researcher", "reviewer", "backend", "research", "global", "archive"])
+    code, out_text, _ = run(out, "doctor")
+    assert code == 0 and "No problem found." in out_text

@@ -234,6 +234,7 @@ def test_signature_same_in_another_process_with_other_hash_seed() -> None:
     assert out.stdout.strip() == signature(text).hex()
 
 
+@pytest.mark.slow
 def test_signature_shape_bulk_and_order_insensitivity() -> None:
     text = "the cache is cold so warm it first"
     assert len(signature(text, num_perm=16)) == 32
@@ -315,6 +316,7 @@ def test_signature_matrix_roundtrip() -> None:
     assert [row.astype("<u2").tobytes() for row in matrix] == sigs
 
 
+@pytest.mark.slow
 def test_recall_against_all_pairs_on_planted_near_duplicates() -> None:
     norm, exact, candidates = _measured(2000, 11)
     all_pairs = len(norm) * (len(norm) - 1) // 2

@@ -202,6 +202,7 @@ def test_the_undo_says_what_later_runs_will_not_do(store: Path) -> None:
     run_id = run_json(store, "consolidate")["run_id"]
     code, out, _ = run(store, "undo", run_id)
     assert code == 0
+    out = " ".join(out.split())  # wrapped to the terminal's width
     assert f"Later runs will not redo it: {older} and {newer} are kept apart" in out
     assert f"memcli --store {store} review resolve ID --merge" in out
 

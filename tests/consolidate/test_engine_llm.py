@@ -47,6 +47,7 @@ def judged(outcome: Outcome) -> list[dict[str, Any]]:
     return [a for a in outcome.actions if a["type"] == "judge"]
 
 
+@pytest.mark.slow
 def test_llm_summary_is_written_and_logged(store: Path, server: FakeAnthropic) -> None:
     m = add(store, type="episodic", created_at=days_ago(40), details="A long session. " * 400)
     server.push_text(SUMMARY)

@@ -357,6 +357,7 @@ _VOCAB = (
 _RAW = st.lists(st.sampled_from(_VOCAB + [" "]), max_size=30).map(" ".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(text=st.one_of(_RAW, st.text(max_size=200)))
 def test_a_text_never_disagrees_with_itself(text: str) -> None:

@@ -276,6 +276,7 @@ def memcli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_undo_and_restore_in_real_processes(store: Path) -> None:
     stale = add(store, summary="old fact never used", access_count=0)
     before = snapshot(store)
@@ -283,7 +284,7 @@ def test_undo_and_restore_in_real_processes(store: Path) -> None:
     run_id = json.loads(result.stdout)["run_id"]
     restored = memcli(store, "restore", stale["id"])
     assert restored.returncode == 0, restored.stderr
-    restore_id = restored.stdout.split("(run ")[1].split(";")[0]
+    restore_id = restored.stdout.split("(run ")[1].split(")")[0]
     assert memcli(store, "undo", restore_id).returncode == 0
     undone = memcli(store, "undo", run_id)
     assert undone.returncode == 0, undone.stderr

@@ -175,6 +175,7 @@ def project(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------- the checks
 
 
+@pytest.mark.slow
 def test_session_end_status_no_memory_and_exact_uninstall(session: Session, store: Path,
                                                           project: Path) -> None:
     add(store, summary=BRIEFING_TEXT, type="procedural", subtype="deployment", priority="critical")
@@ -208,6 +209,7 @@ def test_session_end_status_no_memory_and_exact_uninstall(session: Session, stor
     assert tree(project) == before
 
 
+@pytest.mark.slow
 def test_status_from_a_subfolder_of_a_project_store(session: Session, tmp_path: Path) -> None:
     """The store is the project folder; the session moves into a subfolder (SPEC 1)."""
     project = tmp_path / "proj"
@@ -224,6 +226,7 @@ def test_status_from_a_subfolder_of_a_project_store(session: Session, tmp_path: 
     assert f"cwd {project.resolve() / 'src' / 'deep'}" in hook_log(project)  # the session's cwd
 
 
+@pytest.mark.slow
 def test_session_start_briefing_reaches_the_request(session: Session, store: Path, project: Path) -> None:
     if not has_command("hook", "session-start"):
         pytest.skip("`memcli hook session-start` does not exist yet (issue 12, recall): check pending")
@@ -236,6 +239,7 @@ def test_session_start_briefing_reaches_the_request(session: Session, store: Pat
     assert BRIEFING_TEXT in json.dumps(first)
 
 
+@pytest.mark.slow
 def test_mcp_recall_is_offered_and_answers(session: Session, store: Path, project: Path) -> None:
     if not has_command("mcp"):
         pytest.skip("`memcli mcp` does not exist yet (issue 12, recall): check pending")

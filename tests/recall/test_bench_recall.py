@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -23,6 +25,7 @@ def test_the_set_is_what_it_says() -> None:
         assert query is None or query.lower() not in summary.lower()
 
 
+@pytest.mark.slow
 def test_ranking_at_least_plain_bm25_on_every_part() -> None:
     for version in ("v1", "v2"):
         figures = recall.quality(version)

@@ -88,6 +88,7 @@ def test_empty_or_stop_words_only_exit_1(store: Path, query: str) -> None:
     assert proc.returncode == 1 and "error" in json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_cli_json_shape_and_uses_once_per_session(store: Path) -> None:
     mem = add(store, summary="Use the blue-green switch for releases", access_count=3)
     proc = cli(store, "recall", "blue green releases", "--agent", "coder", "--json", "--session", "s1")
@@ -147,6 +148,7 @@ def test_build_trusts_only_entries_that_still_match(store: Path) -> None:
     assert ids(search.recall(st, "redis eviction maxmemory", limit=5)) == [good["id"]]
 
 
+@pytest.mark.slow
 def test_archived_never_recalled_and_forget_restore(store: Path) -> None:
     mem = add(store, summary="The staging database is pg-stage-2")
     st = Store(store)

@@ -19,6 +19,7 @@ from tests.conftest import assert_invariants
 START = parse_ts("2026-09-01T09:00:00Z")[0]
 
 
+@pytest.mark.slow
 def test_weeks_of_an_agents_life(store: Path, monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     def at(moment: dt.datetime) -> None:

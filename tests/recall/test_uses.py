@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memcli.consolidate import engine, undo
 from memcli.recall import uses
 from memcli.store import memories
@@ -143,6 +145,7 @@ def _memcli(root: Path, *args: str, crash_at: int | None = None) -> subprocess.C
                           capture_output=True, text=True, timeout=120, env=env)
 
 
+@pytest.mark.slow
 def test_a_fold_killed_at_any_change_loses_and_doubles_nothing(store: Path, tmp_path: Path) -> None:
     mems = [add(store, access_count=1) for _ in range(3)]
     uses.record(store, [m["id"] for m in mems], "s", MOMENT)
@@ -165,6 +168,7 @@ def test_a_fold_killed_at_any_change_loses_and_doubles_nothing(store: Path, tmp_
     assert n > 5
 
 
+@pytest.mark.slow
 def test_same_session_counts_once_across_processes(store: Path) -> None:
     mem = add(store, access_count=0)
     for _ in range(3):

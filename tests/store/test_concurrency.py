@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from memcli.store import doctor, log
 from memcli.store.store import Store
 from tests.conftest import add, assert_invariants, ids_everywhere
@@ -60,6 +62,7 @@ def spawn(code: str, *args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_adders_and_consolidators_at_once_lose_nothing(store: Path, tmp_path: Path) -> None:
     stale = [add(store, summary=f"an old unused fact number {n}", access_count=0, scope_id="old")["id"]
              for n in range(5)]
@@ -82,7 +85,7 @@ def test_adders_and_consolidators_at_once_lose_nothing(store: Path, tmp_path: Pa
         assert places[mem_id] == [f"archive/{mem_id}.json"]
     assert doctor.diagnose(Store(store)).problems == []
     assert_invariants(store)
-    total_runs = sum(int(out.split()[-1]) for out, _ in runs)  # --quiet prints each real run's id first
+    total_runs = sum(int(out.split()[-1]) for out, _ in runs)  # after the run ids --quiet prints
     print(f"\n{total_runs} consolidate runs during {len(added)} adds")
     assert len(log.read_entries(store)) == total_runs > CONSOLIDATORS
     assert time.monotonic() - started < 90

@@ -217,6 +217,7 @@ def check_recovered(root: Path, pre: dict[str, bytes], post: dict[str, bytes]) -
     return failures
 
 
+@pytest.mark.slow
 def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) -> None:
     started = time.monotonic()
     k = count_changes(pristine, work / "count")
@@ -290,6 +291,7 @@ def recover(root: Path, via_cli: bool) -> list[str]:
     return [] if report.ok else [f"doctor --fix left: {report.to_json()}"]
 
 
+@pytest.mark.slow
 def test_a_consolidate_after_a_crash_recovers_first_then_runs(pristine: Path, work: Path) -> None:
     """Any writing command recovers, not only doctor: a crashed run then a normal run."""
     root = work / "s"
@@ -314,6 +316,7 @@ def every_point(label: str, k: int, one_point: Callable[[int], tuple[int, list[s
     assert not failed, f"{k - len(failed)} of {k} {label} crash points recovered; failures: {failed}"
 
 
+@pytest.mark.slow
 def test_every_crash_point_of_an_undo_recovers(pristine: Path, work: Path) -> None:
     """The undo is a journaled run too: crashed at any change and recovered, the live files
     are all as the consolidation left them or all as they were before it."""
@@ -350,6 +353,7 @@ def test_every_crash_point_of_an_undo_recovers(pristine: Path, work: Path) -> No
     every_point("undo", k, one_point, zygotes)
 
 
+@pytest.mark.slow
 def test_a_recovery_that_itself_crashes_is_recovered(pristine: Path, work: Path) -> None:
     """Rolling back is crash-safe too: a run dies half-way, then the `doctor --fix` that rolls
     it back dies at each of its own changes in turn; one more recovery always gives back the
@@ -421,6 +425,7 @@ def test_a_real_error_mid_run_rolls_back_at_once(pristine: Path, work: Path) -> 
     assert doctor.diagnose(Store(root)).ok
 
 
+@pytest.mark.slow
 def test_access_after_a_crash_is_not_lost_by_the_rollback(pristine: Path, work: Path) -> None:
     root = work / "s"
     shutil.copytree(pristine, root)
@@ -449,6 +454,7 @@ def _keeper_rewritten(zygote: Zygote, pristine: Path, work: Path, n: int, name: 
     return bool(journals) and json.loads(journals[0].read_bytes())["phase"] == "applying" and rewritten
 
 
+@pytest.mark.slow
 def test_every_crash_point_of_a_session_end_run_recovers(pristine: Path, work: Path) -> None:
     """A session_end run updates only the index entries, snapshot rows and signatures it must
     (splices and appends, not rewrites): crashed at any of its changes and recovered, the live

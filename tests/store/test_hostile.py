@@ -371,6 +371,7 @@ def _alias_bomb(store: Path, _depth: int = 0) -> str:
 
 @pytest.mark.parametrize(("plant", "depth"), [(_deep_yaml, 100_000), (_deep_yaml, 3_000), (_alias_bomb, 0)],
                          ids=["yaml-100000-deep", "yaml-3000-deep", "alias-bomb"])
+@pytest.mark.slow
 def test_a_pathological_front_matter_is_bad_input_for_every_command(store: Path, tmp_path: Path,
                                                                     plant: Any, depth: int) -> None:
     work = good_work(store)
@@ -445,6 +446,7 @@ def test_timestamps_before_year_1000_are_written_with_four_digits() -> None:
 @pytest.mark.parametrize("rel", ["agent/coder/mem_FIFO.json", "agent/coder/mem_FIFO.md", "archive/mem_FIFO.json",
                                  "agent/coder/_index.json", "agent/coder/_minhash.bin",
                                  "agent/coder/_lastrun.bin", "agent/coder/_pairs.json"])
+@pytest.mark.slow
 def test_a_fifo_is_never_opened_blocking(store: Path, rel: str) -> None:
     """A FIFO named like a memory (or like one of memcli's own files) hung doctor and reindex
     forever, with the store lock held."""

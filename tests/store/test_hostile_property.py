@@ -169,6 +169,7 @@ def cli(root: Path, *args: str) -> Result:
     return result
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plants(), hostile_tops(), ops_files())
 def test_no_hostile_tree_escapes_crashes_hangs_or_goes_unreported(
