@@ -35,8 +35,9 @@ reason logged):
     Each text names a command, flag, path or setting the other lacks ("`make test`" vs
     "`make lint`", "settings.toml" vs "secrets.toml").
 ``roles``
-    Two words (or short phrases) trade places crosswise, whatever stands between them
-    ("billing calls auth" vs "auth calls billing", "X is a tributary of Y" vs the reverse).
+    Two words (or short phrases, of equal length or not) trade places crosswise, whatever
+    stands between them ("billing calls auth" vs "auth calls billing", "X is a tributary of Y"
+    vs the reverse, "the cron container triggers the exporter" vs the reverse).
 ``substitution``
     One word is replaced by a word of contrary or sibling meaning ("small" vs "big",
     "flute" vs "guitar", "in" vs "out of"), from the compact lexicon in
@@ -383,15 +384,19 @@ def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
     one text has X ... Y, the other has Y ... X ("The woman picks up the kangaroo" vs "The
     kangaroo picks up the woman", "service A calls service B" vs "service B calls service A",
     "writes go to the primary, reads to the replica" vs the reverse, "forward port 5432 to
-    6432" vs "forward port 6432 to 5432").
+    6432" vs "forward port 6432 to 5432"). Phrases of unequal length are found too ("the cron
+    container triggers the exporter" vs "the exporter triggers the cron container"), when
+    they are the one stretch where the texts differ; each phrase holds up to four content
+    words.
 
     Not a swap: items of a list trading places ("Linux and macOS" vs "macOS and Linux",
     clauses of a checklist reordered), the two sides of an identity ("the owner is Alice" vs
     "Alice is the owner"), the passive voice ("Postgres replaced MySQL" vs "MySQL was
     replaced by Postgres"), a sentence recast around another subject ("the error rate doubled
     after the release" vs "the release doubled the error rate": the phrases do not mirror
-    each other exactly), sentences moved whole, and words that trade places across sentences
-    (a swap is looked for within one sentence; a semicolon does not end one).
+    each other exactly), sentences moved whole, an attribution turned around ("..., said
+    Steve Anderson" vs "..., Steve Anderson said."), and words that trade places across
+    sentences (a swap is looked for within one sentence; a semicolon does not end one).
     """
     first, second = ordered(_f(text_a), _f(text_b))
     seq_a, seq_b = first.sequence, second.sequence
