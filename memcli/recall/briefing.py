@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from itertools import repeat
 from operator import itemgetter
 
 from memcli.recall import index as rindex
@@ -106,11 +107,11 @@ def _from_folder_indices(root: str, rels: list[str], skip: set[str],
     the rest (or be archived), at C speed; only those, the entries with pending uses, and
     the entries of the (rank, uses) groups the caller gets to are looked at closer. Within a
     group: the most recent first (`rank.recency_key`), then the folders' order."""
-    pool: list[tuple[int, _Scan | None, str, str, int, dict[str, Any] | None, int]] = []
+    pool: list[Row] = []
     for rel in rels:
         folder = os.path.join(root, rel)
         try:
-            names = sorted(n for n in os.listdir(folder) if n.endswith((".json", ".md")) and n[0] not in "._")
+            names = [n for n in os.listdir(folder) if n.endswith((".json", ".md")) and n[0] not in "._"]
         except OSError:
             continue
         _gather(pool, folder, rel, names, skip, extra)
@@ -132,7 +133,7 @@ def _from_folder_indices(root: str, rels: list[str], skip: set[str],
         start = end
 
 
-def _recency(candidate: tuple[int, _Scan | None, str, str, int, dict[str, Any] | None, int]) -> str:
+def _recency(candidate: Row) -> str:
     _order, scan, _rel, _name, at, entry, _uses = candidate
     if entry is None and scan is not None:
         return rank.recency_key(_time_value(scan.updated[at]) or _time_value(scan.created[at]))
@@ -140,44 +141,69 @@ def _recency(candidate: tuple[int, _Scan | None, str, str, int, dict[str, Any] |
     return rank.recency_key(entry.get("updated_at") or entry.get("created_at"))
 
 
-def _gather(pool: list[tuple[int, _Scan | None, str, str, int, dict[str, Any] | None, int]], folder: str,
-            rel: str, names: list[str], skip: set[str], extra: dict[str, Pending]) -> None:
+Row = tuple[int, "_Scan | None", str, str, int, "dict[str, Any] | None", int]
+
+
+def _gather(pool: list[Row], folder: str, rel: str, listed: list[str], skip: set[str],
+            extra: dict[str, Pending]) -> None:
     """The candidates of one folder, in the order of its file names: (order, scan, rel, name,
     entry number, entry or None, uses). Order is rank << 48 | uses."""
     raw = _index_bytes(folder)
     scan = _Scan.of(raw) if raw else None
-    entries = {} if scan is not None else _entries_of(raw)
-    where: dict[str, int] = {}
-    closer: set[int] = set()  # entries to parse: marked, with pending uses, or to skip
-    if scan is not None:
-        where = {file: n for n, file in enumerate(scan.files)}
-        closer = scan.marked
-        if extra or skip:
-            closer = closer | {n for n, mem_id in enumerate(scan.ids) if mem_id in extra or mem_id in skip}
-    for name in names:
-        at = where.get(name)
-        if at is not None and scan is not None:
-            if at not in closer:  # ranks 0: its uses are its count
-                pool.append((scan.counts[at], scan, rel, name, at, None, scan.counts[at]))
-                continue
-            try:
-                entry = json.loads(scan.entry_bytes(at))
-            except ValueError:
-                entry = None
-            if not isinstance(entry, dict) or entry.get("id") != scan.ids[at]:
-                entry = None
-        else:
-            entry = entries.get(name)
-        if entry is None:  # dropped in by hand (or its entry unreadable): the file itself
-            entry = _read(folder, rel, name)
-            if entry is None:
-                continue
-        mem_id = entry.get("id")
-        if mem_id in skip or "archived_at" in entry or not isinstance(mem_id, str):
+    if scan is None:
+        entries = _entries_of(raw)
+        for name in sorted(listed):
+            row = _row(folder, rel, name, entries.get(name), skip, extra)
+            if row is not None:
+                pool.append(row)
+        return
+    closer = scan.marked  # entries looked at closer: marked, with pending uses, or to skip
+    if extra or skip:
+        closer = closer | {n for n, mem_id in enumerate(scan.ids) if mem_id in extra or mem_id in skip}
+    files = scan.files
+    if len(listed) == len(files) and set(listed) == set(files) and files == sorted(files):
+        # the usual case, the index lists exactly the folder's files: rows made at C speed
+        count = len(files)
+        rows: list[Row | None] = list(zip(scan.counts, repeat(scan, count), repeat(rel, count), files,
+                                          range(count), repeat(None, count), scan.counts, strict=True))
+        for at in closer:
+            rows[at] = _row(folder, rel, files[at], _parsed(scan, at), skip, extra)
+        pool.extend(row for row in rows if row is not None)
+        return
+    where = {file: n for n, file in enumerate(files)}
+    for name in sorted(listed):
+        number = where.get(name)
+        if number is not None and number not in closer:  # ranks 0: its uses are its count
+            pool.append((scan.counts[number], scan, rel, name, number, None, scan.counts[number]))
             continue
-        found = extra.get(mem_id)
-        uses = _count(entry.get("access_count")) + (found.count if found is not None else 0)
-        pool.append((rank.brief_rank(entry) << 48 | uses, None, rel, name, 0, entry, uses))
+        row = _row(folder, rel, name, _parsed(scan, number) if number is not None else None, skip, extra)
+        if row is not None:
+            pool.append(row)
+
+
+def _parsed(scan: _Scan, at: int) -> dict[str, Any] | None:
+    """Entry `at` parsed, or None when it does not parse (or is not the entry of its id)."""
+    try:
+        entry = json.loads(scan.entry_bytes(at))
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) and entry.get("id") == scan.ids[at] else None
+
+
+def _row(folder: str, rel: str, name: str, entry: dict[str, Any] | None, skip: set[str],
+         extra: dict[str, Pending]) -> Row | None:
+    """The row of a memory known by its entry (parsed), or by its file when it has none
+    (dropped in by hand, or its entry unreadable); None when it is not a candidate."""
+    if entry is None:
+        entry = _read(folder, rel, name)
+        if entry is None:
+            return None
+    mem_id = entry.get("id")
+    if mem_id in skip or "archived_at" in entry or not isinstance(mem_id, str):
+        return None
+    found = extra.get(mem_id)
+    uses = _count(entry.get("access_count")) + (found.count if found is not None else 0)
+    return (rank.brief_rank(entry) << 48 | uses, None, rel, name, 0, entry, uses)
 
 
 class _Scan:
