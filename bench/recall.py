@@ -212,14 +212,21 @@ def _read_floor(store: Path) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _process(argv: list[str], stdin: str = "", cwd: Path | None = None) -> tuple[float, float]:
-    """One whole process: (wall, CPU of the process) seconds (CPU from its rusage)."""
+def _process(argv: list[str], stdin: str = "", cwd: Path | None = None, printed: list[int] | None = None
+             ) -> tuple[float, float]:
+    """One whole process: (wall, CPU of the process) seconds (CPU from its rusage). With
+    `printed`, the number of bytes it printed is appended (a hook past its budget prints
+    nothing: a time without a briefing is no success)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd=cwd, env={**os.environ, "MEMCLI_NOW": ""})
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd,
+                            stdout=subprocess.PIPE if printed is not None else subprocess.DEVNULL,
+                            env={**os.environ, "MEMCLI_NOW": ""})
     assert proc.stdin is not None
     proc.stdin.write(stdin.encode())
     proc.stdin.close()
+    if printed is not None:
+        assert proc.stdout is not None
+        printed.append(len(proc.stdout.read()))
     _pid, _status, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0
     return time.perf_counter() - started, usage.ru_utime + usage.ru_stime
@@ -344,13 +351,15 @@ def _cold_briefings(store: Path, hook: list[str], start_in: Any, rounds: int) ->
     from the folders' `_index.json`), each run after the floor; the background build it
     starts is waited for (untimed) before the next run."""
     base = store / ".cache" / "recall"
-    floors, hooks = [], []
+    floors: list[tuple[float, float]] = []
+    hooks: list[tuple[float, float]] = []
+    printed: list[int] = []
     for _ in range(rounds):
         for old in base.glob("gen-*"):
             shutil.rmtree(old, ignore_errors=True)
         (base / "current").unlink(missing_ok=True)
         floors.append(_process([sys.executable, "-c", "pass"]))
-        hooks.append(_process([*hook, "session-start"], start_in()))
+        hooks.append(_process([*hook, "session-start"], start_in(), printed=printed))
         deadline = time.monotonic() + 300
         while not (base / "current").exists() and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -360,7 +369,7 @@ def _cold_briefings(store: Path, hook: list[str], start_in: Any, rounds: int) ->
 
     return {"floor": {"wall": med(floors, 0), "cpu": med(floors, 1)},
             "hook": {"wall": med(hooks, 0), "cpu": med(hooks, 1), "wall_p90": max(h[0] for h in hooks)},
-            "rounds": rounds}
+            "rounds": rounds, "printed": sum(1 for n in printed if n > 0)}
 
 
 def _mcp_first_answer(memcli: str, store: Path) -> tuple[float, float]:
@@ -441,7 +450,8 @@ def _speed_lines(s: dict[str, Any]) -> list[str]:
 def _cold_line(cold: dict[str, Any]) -> str:
     f, h = cold["floor"], cold["hook"]
     return (f"| `memcli hook session-start`, no search index yet (first session; median of {cold['rounds']}, "
-            f"max) | <= 0.3 s | {h['wall']:.3f} s (max {h['wall_p90']:.3f}); {h['wall'] / f['wall']:.1f}x | "
+            f"max; {cold.get('printed', '?')} of {cold['rounds']} printed their briefing within the budget) "
+            f"| <= 0.3 s | {h['wall']:.3f} s (max {h['wall_p90']:.3f}); {h['wall'] / f['wall']:.1f}x | "
             f"{h['cpu']:.3f} s; {h['cpu'] / f['cpu']:.1f}x |")
 
 
