@@ -111,10 +111,10 @@ def _from_folder_indices(root: str, rels: list[str], skip: set[str],
     for rel in rels:
         folder = os.path.join(root, rel)
         try:
-            names = [n for n in os.listdir(folder) if n.endswith((".json", ".md")) and n[0] not in "._"]
+            listed = os.listdir(folder)
         except OSError:
             continue
-        _gather(pool, folder, rel, names, skip, extra)
+        _gather(pool, folder, rel, listed, skip, extra)
     pool.sort(key=itemgetter(0), reverse=True)  # stable: ties keep the folders' order
     start = 0
     while start < len(pool):
@@ -146,13 +146,14 @@ Row = tuple[int, "_Scan | None", str, str, int, "dict[str, Any] | None", int]
 
 def _gather(pool: list[Row], folder: str, rel: str, listed: list[str], skip: set[str],
             extra: dict[str, Pending]) -> None:
-    """The candidates of one folder, in the order of its file names: (order, scan, rel, name,
-    entry number, entry or None, uses). Order is rank << 48 | uses."""
+    """The candidates of one folder (`listed`: its directory listing), in the order of its
+    file names: (order, scan, rel, name, entry number, entry or None, uses). Order is
+    rank << 48 | uses."""
     raw = _index_bytes(folder)
     scan = _Scan.of(raw) if raw else None
     if scan is None:
         entries = _entries_of(raw)
-        for name in sorted(listed):
+        for name in sorted(filter(_is_memory_name, listed)):
             row = _row(folder, rel, name, entries.get(name), skip, extra)
             if row is not None:
                 pool.append(row)
@@ -161,33 +162,30 @@ def _gather(pool: list[Row], folder: str, rel: str, listed: list[str], skip: set
     if extra or skip:
         closer = closer | {n for n, mem_id in enumerate(scan.ids) if mem_id in extra or mem_id in skip}
     files = scan.files
-    if len(listed) == len(files) and set(listed) == set(files) and files == sorted(files):
-        # the usual case, the index lists exactly the folder's files: rows made at C speed
+    present, indexed = set(listed), set(files)
+    if len(indexed) == len(files) and indexed <= present and files == sorted(files) \
+            and not any(map(_is_memory_name, present - indexed)) and all(map(_is_memory_name, files)):
+        # the usual case, the index lists exactly the folder's memory files: rows at C speed
         count = len(files)
         rows: list[Row | None] = list(zip(scan.counts, repeat(scan, count), repeat(rel, count), files,
                                           range(count), repeat(None, count), scan.counts, strict=True))
         for at in closer:
-            rows[at] = _row(folder, rel, files[at], _parsed(scan, at), skip, extra)
+            rows[at] = _row(folder, rel, files[at], scan.fields(at), skip, extra)
         pool.extend(row for row in rows if row is not None)
         return
     where = {file: n for n, file in enumerate(files)}
-    for name in sorted(listed):
+    for name in sorted(filter(_is_memory_name, listed)):
         number = where.get(name)
         if number is not None and number not in closer:  # ranks 0: its uses are its count
             pool.append((scan.counts[number], scan, rel, name, number, None, scan.counts[number]))
             continue
-        row = _row(folder, rel, name, _parsed(scan, number) if number is not None else None, skip, extra)
+        row = _row(folder, rel, name, scan.fields(number) if number is not None else None, skip, extra)
         if row is not None:
             pool.append(row)
 
 
-def _parsed(scan: _Scan, at: int) -> dict[str, Any] | None:
-    """Entry `at` parsed, or None when it does not parse (or is not the entry of its id)."""
-    try:
-        entry = json.loads(scan.entry_bytes(at))
-    except ValueError:
-        return None
-    return entry if isinstance(entry, dict) and entry.get("id") == scan.ids[at] else None
+def _is_memory_name(name: str) -> bool:
+    return name.endswith((".json", ".md")) and name[0] not in "._"
 
 
 def _row(folder: str, rel: str, name: str, entry: dict[str, Any] | None, skip: set[str],
@@ -211,17 +209,16 @@ class _Scan:
     compact, each entry opening with id, file, the record fields in their order, then the
     use count), read by one regular expression into columns, not parsed entry by entry.
     An entry is "marked" when a value that can raise its rank (`rank.brief_rank`: priority
-    critical, a permanent or protected tag, subtype decision, created by USER) is there: it
-    is parsed and ranked exactly; any other ranks 0 and its uses are its count. Anything
-    unexpected (another layout, a value of another type, an escaped character): None, and
-    the index is parsed whole. (An entry marked archived is left to the file, read before
-    anything is shown.)"""
+    critical, a permanent or protected tag, subtype decision, created by USER) is there: its
+    fields are decoded from the columns and it is ranked exactly; any other ranks 0 and its
+    uses are its count. Anything unexpected (another layout, a value of another type, an
+    escaped character): None, and the index is parsed whole. (An entry marked archived is
+    left to the file, read before anything is shown.)"""
 
-    __slots__ = ("raw", "ids", "files", "counts", "created", "updated", "_starts", "tail", "marked")
-    _starts: list[int] | None
+    __slots__ = ("columns", "ids", "files", "counts", "created", "updated", "marked")
 
-    def __init__(self, raw: bytes, columns: list[tuple[bytes, ...]], tail: int) -> None:
-        self.raw, self.tail, self._starts = raw, tail, None
+    def __init__(self, columns: list[tuple[bytes, ...]]) -> None:
+        self.columns = columns
         self.ids = list(map(bytes.decode, columns[0]))
         self.files = list(map(bytes.decode, columns[1]))
         self.counts = list(map(int, columns[10]))
@@ -235,8 +232,7 @@ class _Scan:
     @classmethod
     def of(cls, raw: bytes) -> _Scan | None:
         at = raw.find(_ENTRIES_KEY)
-        tail = raw.rfind(b"]}")
-        if at < 0 or tail < at:
+        if at < 0:
             return None
         try:
             header = json.loads(raw[:at] + b"}")
@@ -244,17 +240,23 @@ class _Scan:
             found = _ENTRY.findall(raw, at)
             if not count or count != len(found) or raw.count(b'{"id":"', at) != count:
                 return None
-            return cls(raw, list(zip(*found, strict=True)), tail)
+            return cls(list(zip(*found, strict=True)))
         except (ValueError, UnicodeDecodeError):
             return None
 
-    def entry_bytes(self, n: int) -> bytes:
-        """The bytes of entry `n` (where entries start is found when first asked)."""
-        if self._starts is None:
-            self._starts = [m.start() for m in _START.finditer(self.raw, self.raw.find(_ENTRIES_KEY))]
-        starts = self._starts
-        end = starts[n + 1] - 1 if n + 1 < len(starts) else self.tail
-        return self.raw[starts[n]:end]
+    def fields(self, n: int) -> dict[str, Any] | None:
+        """What the briefing needs of entry `n` (the fields `rank.brief_rank`, the uses and
+        the recency read), decoded from its columns; None when a value does not decode."""
+        c = self.columns
+        try:
+            return {"id": self.ids[n], "file": self.files[n], "access_count": self.counts[n],
+                    **{name: json.loads(c[col][n]) for col, name in _FIELD_COLUMNS}}
+        except ValueError:
+            return None
+
+
+_FIELD_COLUMNS = ((2, "type"), (3, "subtype"), (4, "tags"), (5, "priority"), (6, "created_by"),
+                  (7, "consent"), (8, "created_at"), (9, "updated_at"))
 
 
 def _is_decision(value: bytes) -> bool:
@@ -274,7 +276,6 @@ def _is_user(value: bytes) -> bool:
 
 
 _ENTRIES_KEY = b',"entries":['
-_START = re.compile(rb'\{"id":"')
 _STR = rb'(null|"[^"\\]*")'
 _ENTRY = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)","type":' + _STR + rb',"subtype":' + _STR
                     + rb',"tags":(\[[^\]\\]*\]),"priority":' + _STR + rb',"created_by":' + _STR

@@ -117,9 +117,9 @@ def test_an_index_in_another_layout_is_parsed_whole(store: Path) -> None:
     assert before[0] == next(e["id"] for e in data["entries"] if e["priority"] == "critical")
 
 
-def test_a_broken_entry_falls_back_to_its_file(store: Path) -> None:
-    """An entry the scan finds but that does not parse (or whose file moved on): the file
-    decides."""
+def test_a_broken_index_falls_back_to_the_files(store: Path) -> None:
+    """An index that is not JSON (one entry broken): neither scanned nor parsed; the files
+    themselves decide."""
     a = add(store, summary="used a lot", access_count=9, priority="critical")
     b = add(store, summary="used less", access_count=1)
     memories.reindex(Store(store))
@@ -127,4 +127,5 @@ def test_a_broken_entry_falls_back_to_its_file(store: Path) -> None:
     raw = index.read_bytes()
     assert briefing._Scan.of(raw) is not None
     index.write_bytes(raw.replace(b'"priority":"critical"', b'"priority":"critical","x":[}'))
+    assert briefing._Scan.of(index.read_bytes()) is None and briefing._entries_of(index.read_bytes()) == {}
     assert ours(store, ["agent/coder"], set(), {}) == [a["id"], b["id"]]
