@@ -212,14 +212,21 @@ def _read_floor(store: Path) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _process(argv: list[str], stdin: str = "", cwd: Path | None = None) -> tuple[float, float]:
-    """One whole process: (wall, CPU of the process) seconds (CPU from its rusage)."""
+def _process(argv: list[str], stdin: str = "", cwd: Path | None = None, printed: list[int] | None = None
+             ) -> tuple[float, float]:
+    """One whole process: (wall, CPU of the process) seconds (CPU from its rusage). With
+    `printed`, the number of bytes it printed is appended (a hook past its budget prints
+    nothing: a time without a briefing is no success)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd=cwd, env={**os.environ, "MEMCLI_NOW": ""})
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd,
+                            stdout=subprocess.PIPE if printed is not None else subprocess.DEVNULL,
+                            env={**os.environ, "MEMCLI_NOW": ""})
     assert proc.stdin is not None
     proc.stdin.write(stdin.encode())
     proc.stdin.close()
+    if printed is not None:
+        assert proc.stdout is not None
+        printed.append(len(proc.stdout.read()))
     _pid, _status, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0
     return time.perf_counter() - started, usage.ru_utime + usage.ru_stime
@@ -306,7 +313,7 @@ def speed(src: Path, rounds: int = 15) -> dict[str, Any]:
     _interleaved(runs, 1)  # warm the page cache and the settings cache
     out["processes"] = _interleaved(runs, rounds)
     out["rounds"] = rounds
-    out["cold"] = _cold_briefings(store_dir, hook, start_in, max(3, rounds // 3))
+    out["cold"] = _cold_briefings(store_dir, hook, start_in, rounds)
 
     adds = []
     moment = parse_ts(NOW)[0]
@@ -341,26 +348,41 @@ def speed(src: Path, rounds: int = 15) -> dict[str, Any]:
 
 def _cold_briefings(store: Path, hook: list[str], start_in: Any, rounds: int) -> dict[str, Any]:
     """`hook session-start` with no search index yet (a store's first session: the briefing
-    from the folders' `_index.json`), each run after the floor; the background build it
-    starts is waited for (untimed) before the next run."""
-    base = store / ".cache" / "recall"
-    floors, hooks = [], []
-    for _ in range(rounds):
-        for old in base.glob("gen-*"):
-            shutil.rmtree(old, ignore_errors=True)
-        (base / "current").unlink(missing_ok=True)
-        floors.append(_process([sys.executable, "-c", "pass"]))
-        hooks.append(_process([*hook, "session-start"], start_in()))
-        deadline = time.monotonic() + 300
-        while not (base / "current").exists() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        time.sleep(2)  # the build process exits after writing `current`
-    def med(pairs: list[tuple[float, float]], i: int) -> float:
-        return statistics.median(p[i] for p in pairs)
+    from the folders' `_index.json`), each run after the floor: first as Claude Code runs it
+    (the 300 ms budget: a run past it prints nothing, so the runs that printed are counted),
+    then with the budget lifted, for the time a whole briefing takes. The index lock is held
+    meanwhile, so the background build each run starts gives up at once (a build competing
+    with the next runs would time the machine, not the briefing)."""
+    from filelock import FileLock
 
-    return {"floor": {"wall": med(floors, 0), "cpu": med(floors, 1)},
-            "hook": {"wall": med(hooks, 0), "cpu": med(hooks, 1), "wall_p90": max(h[0] for h in hooks)},
-            "rounds": rounds}
+    base = store / ".cache" / "recall"
+    for old in base.glob("gen-*"):
+        shutil.rmtree(old, ignore_errors=True)
+    (base / "current").unlink(missing_ok=True)
+    toml = store / "memcli.toml"
+    settings = toml.read_text()
+    out: dict[str, Any] = {"rounds": rounds}
+    with FileLock(str(base / ".lock")):
+        for phase, extra in (("budget", ""), ("whole", "hook_budget_ms = 60000\n")):
+            toml.write_text(settings + extra)  # (a [recall] table is last: see speed())
+            _process([*hook, "session-start"], start_in())  # untimed: the settings cache
+            floors: list[tuple[float, float]] = []
+            hooks: list[tuple[float, float]] = []
+            printed: list[int] = []
+            for _ in range(rounds):
+                floors.append(_process([sys.executable, "-c", "pass"]))
+                hooks.append(_process([*hook, "session-start"], start_in(), printed=printed))
+            out[phase] = {"floor": {"wall": _med(floors, 0), "cpu": _med(floors, 1)},
+                          "hook": {"wall": _med(hooks, 0), "cpu": _med(hooks, 1),
+                                   "wall_max": max(h[0] for h in hooks)},
+                          "printed": sum(1 for n in printed if n > 0)}
+        toml.write_text(settings)
+        _process([*hook, "session-start"], start_in())
+    return out
+
+
+def _med(pairs: list[tuple[float, float]], i: int) -> float:
+    return statistics.median(p[i] for p in pairs)
 
 
 def _mcp_first_answer(memcli: str, store: Path) -> tuple[float, float]:
@@ -439,10 +461,15 @@ def _speed_lines(s: dict[str, Any]) -> list[str]:
 
 
 def _cold_line(cold: dict[str, Any]) -> str:
-    f, h = cold["floor"], cold["hook"]
-    return (f"| `memcli hook session-start`, no search index yet (first session; median of {cold['rounds']}, "
-            f"max) | <= 0.3 s | {h['wall']:.3f} s (max {h['wall_p90']:.3f}); {h['wall'] / f['wall']:.1f}x | "
-            f"{h['cpu']:.3f} s; {h['cpu'] / f['cpu']:.1f}x |")
+    lines = []
+    labels = {"budget": "as run (300 ms budget)", "whole": "budget lifted: the whole briefing"}
+    for phase, label in labels.items():
+        f, h, n = cold[phase]["floor"], cold[phase]["hook"], cold["rounds"]
+        lines.append(f"| `memcli hook session-start`, no search index yet (first session), {label}; "
+                     f"median of {n}, max; printed a briefing: {cold[phase]['printed']} of {n} | <= 0.3 s | "
+                     f"{h['wall']:.3f} s (max {h['wall_max']:.3f}); {h['wall'] / f['wall']:.1f}x | "
+                     f"{h['cpu']:.3f} s; {h['cpu'] / f['cpu']:.1f}x |")
+    return "\n".join(lines)
 
 
 def main() -> int:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from itertools import repeat
 from operator import itemgetter
 
 from memcli.recall import index as rindex
@@ -100,42 +102,29 @@ def _from_search_index(root: str, opened: tuple[Any, Any], rels: list[str], skip
 def _from_folder_indices(root: str, rels: list[str], skip: set[str],
                          extra: dict[str, Pending]) -> Iterator[dict[str, Any]]:
     """`rank.briefing_key`'s order over every memory of the view (20,000 at 100,000 in a
-    store): sorted by rank and uses (one int), and by recency (`rank.recency_key`) only
-    within the groups of equal rank and uses that the caller gets to."""
-    candidates: list[tuple[int, str, str, str, int, dict[str, Any]]] = []
-    brief_rank = rank.brief_rank
+    store), without a parse of each folder index whole or work in Python for each of its
+    entries: `_Scan` finds the entries' files and use counts, and those that can rank above
+    the rest (or be archived), at C speed; only those, the entries with pending uses, and
+    the entries of the (rank, uses) groups the caller gets to are looked at closer. Within a
+    group: the most recent first (`rank.recency_key`), then the folders' order."""
+    pool: list[Row] = []
     for rel in rels:
         folder = os.path.join(root, rel)
         try:
-            names = [n for n in os.listdir(folder) if n.endswith((".json", ".md")) and n[0] not in "._"]
+            listed = os.listdir(folder)
         except OSError:
             continue
-        entries = _entries(folder)
-        for name in sorted(names):
-            entry = entries.get(name)
-            if entry is None:  # dropped in by hand: the next writing command indexes it
-                entry = _read(folder, rel, name)
-                if entry is None:
-                    continue
-            mem_id = entry.get("id")
-            if mem_id in skip or "archived_at" in entry or not isinstance(mem_id, str):
-                continue
-            count = entry.get("access_count")
-            uses = count if type(count) is int and count > 0 else 0
-            if extra:
-                found = extra.get(mem_id)
-                if found is not None:
-                    uses += found.count
-            candidates.append((brief_rank(entry) << 48 | uses, rel, name, mem_id, uses, entry))
-    candidates.sort(key=itemgetter(0), reverse=True)  # stable: ties keep the folders' order
+        _gather(pool, folder, rel, listed, skip, extra)
+    pool.sort(key=itemgetter(0), reverse=True)  # stable: ties keep the folders' order
     start = 0
-    while start < len(candidates):
-        end, order = start + 1, candidates[start][0]
-        while end < len(candidates) and candidates[end][0] == order:
+    while start < len(pool):
+        end, order = start + 1, pool[start][0]
+        while end < len(pool) and pool[end][0] == order:
             end += 1
-        group = candidates[start:end]
+        group = pool[start:end]
         group.sort(key=_recency, reverse=True)
-        for _order, rel, name, mem_id, uses, _entry in group:
+        for _order, scan, rel, name, _at, entry, uses in group:
+            mem_id = entry.get("id") if entry is not None else scan.ids[_at] if scan is not None else None
             record = _read(os.path.join(root, rel), rel, name)  # the file is the truth
             if record is None or record.get("id") != mem_id or "archived_at" in record:
                 continue
@@ -144,23 +133,180 @@ def _from_folder_indices(root: str, rels: list[str], skip: set[str],
         start = end
 
 
-def _recency(candidate: tuple[int, str, str, str, int, dict[str, Any]]) -> str:
-    entry = candidate[5]
+def _recency(candidate: Row) -> str:
+    _order, scan, _rel, _name, at, entry, _uses = candidate
+    if entry is None and scan is not None:
+        return rank.recency_key(_time_value(scan.updated[at]) or _time_value(scan.created[at]))
+    entry = entry or {}
     return rank.recency_key(entry.get("updated_at") or entry.get("created_at"))
 
 
-def _entries(folder: str) -> dict[str, dict[str, Any]]:
-    """A folder's `_index.json` entries by file name ({} when missing or unreadable)."""
+Row = tuple[int, "_Scan | None", str, str, int, "dict[str, Any] | None", int]
+
+
+def _gather(pool: list[Row], folder: str, rel: str, listed: list[str], skip: set[str],
+            extra: dict[str, Pending]) -> None:
+    """The candidates of one folder (`listed`: its directory listing), in the order of its
+    file names: (order, scan, rel, name, entry number, entry or None, uses). Order is
+    rank << 48 | uses."""
+    raw = _index_bytes(folder)
+    scan = _Scan.of(raw) if raw else None
+    if scan is None:
+        entries = _entries_of(raw)
+        for name in sorted(filter(_is_memory_name, listed)):
+            row = _row(folder, rel, name, entries.get(name), skip, extra)
+            if row is not None:
+                pool.append(row)
+        return
+    closer = scan.marked  # entries looked at closer: marked, with pending uses, or to skip
+    if extra or skip:
+        closer = closer | {n for n, mem_id in enumerate(scan.ids) if mem_id in extra or mem_id in skip}
+    files = scan.files
+    present, indexed = set(listed), set(files)
+    if len(indexed) == len(files) and indexed <= present and files == sorted(files) \
+            and not any(map(_is_memory_name, present - indexed)) and all(map(_is_memory_name, files)):
+        # the usual case, the index lists exactly the folder's memory files: rows at C speed
+        count = len(files)
+        rows: list[Row | None] = list(zip(scan.counts, repeat(scan, count), repeat(rel, count), files,
+                                          range(count), repeat(None, count), scan.counts, strict=True))
+        for at in closer:
+            rows[at] = _row(folder, rel, files[at], scan.fields(at), skip, extra)
+        pool.extend(row for row in rows if row is not None)
+        return
+    where = {file: n for n, file in enumerate(files)}
+    for name in sorted(filter(_is_memory_name, listed)):
+        number = where.get(name)
+        if number is not None and number not in closer:  # ranks 0: its uses are its count
+            pool.append((scan.counts[number], scan, rel, name, number, None, scan.counts[number]))
+            continue
+        row = _row(folder, rel, name, scan.fields(number) if number is not None else None, skip, extra)
+        if row is not None:
+            pool.append(row)
+
+
+def _is_memory_name(name: str) -> bool:
+    return name.endswith((".json", ".md")) and name[0] not in "._"
+
+
+def _row(folder: str, rel: str, name: str, entry: dict[str, Any] | None, skip: set[str],
+         extra: dict[str, Pending]) -> Row | None:
+    """The row of a memory known by its entry (parsed), or by its file when it has none
+    (dropped in by hand, or its entry unreadable); None when it is not a candidate."""
+    if entry is None:
+        entry = _read(folder, rel, name)
+        if entry is None:
+            return None
+    mem_id = entry.get("id")
+    if mem_id in skip or "archived_at" in entry or not isinstance(mem_id, str):
+        return None
+    found = extra.get(mem_id)
+    uses = _count(entry.get("access_count")) + (found.count if found is not None else 0)
+    return (rank.brief_rank(entry) << 48 | uses, None, rel, name, 0, entry, uses)
+
+
+class _Scan:
+    """A folder index in the layout the store writes (`memcli.store.index.entry_for`:
+    compact, each entry opening with id, file, the record fields in their order, then the
+    use count), read by one regular expression into columns, not parsed entry by entry.
+    An entry is "marked" when a value that can raise its rank (`rank.brief_rank`: priority
+    critical, a permanent or protected tag, subtype decision, created by USER) is there: its
+    fields are decoded from the columns and it is ranked exactly; any other ranks 0 and its
+    uses are its count. Anything unexpected (another layout, a value of another type, an
+    escaped character): None, and the index is parsed whole. (An entry marked archived is
+    left to the file, read before anything is shown.)"""
+
+    __slots__ = ("columns", "ids", "files", "counts", "created", "updated", "marked")
+
+    def __init__(self, columns: list[tuple[bytes, ...]]) -> None:
+        self.columns = columns
+        self.ids = list(map(bytes.decode, columns[0]))
+        self.files = list(map(bytes.decode, columns[1]))
+        self.counts = list(map(int, columns[10]))
+        self.created, self.updated = columns[8], columns[9]
+        marked: set[int] = set()
+        for col, hit in ((3, _is_decision), (4, _has_keep_tag), (5, _is_critical), (6, _is_user)):
+            if any(hit(value) for value in set(columns[col])):  # (few distinct values)
+                marked.update(n for n, value in enumerate(columns[col]) if hit(value))
+        self.marked = marked
+
+    @classmethod
+    def of(cls, raw: bytes) -> _Scan | None:
+        at = raw.find(_ENTRIES_KEY)
+        if at < 0:
+            return None
+        try:
+            header = json.loads(raw[:at] + b"}")
+            count = header.get("entry_count") if isinstance(header, dict) else None
+            found = _ENTRY.findall(raw, at)
+            if not count or count != len(found) or raw.count(b'{"id":"', at) != count:
+                return None
+            return cls(list(zip(*found, strict=True)))
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+    def fields(self, n: int) -> dict[str, Any] | None:
+        """What the briefing needs of entry `n` (the fields `rank.brief_rank`, the uses and
+        the recency read), decoded from its columns; None when a value does not decode."""
+        c = self.columns
+        try:
+            return {"id": self.ids[n], "file": self.files[n], "access_count": self.counts[n],
+                    **{name: json.loads(c[col][n]) for col, name in _FIELD_COLUMNS}}
+        except ValueError:
+            return None
+
+
+_FIELD_COLUMNS = ((2, "type"), (3, "subtype"), (4, "tags"), (5, "priority"), (6, "created_by"),
+                  (7, "consent"), (8, "created_at"), (9, "updated_at"))
+
+
+def _is_decision(value: bytes) -> bool:
+    return value == b'"decision"'
+
+
+def _has_keep_tag(value: bytes) -> bool:
+    return b'"permanent"' in value or b'"protected"' in value
+
+
+def _is_critical(value: bytes) -> bool:
+    return value == b'"critical"'
+
+
+def _is_user(value: bytes) -> bool:
+    return value == b'"USER"'
+
+
+_ENTRIES_KEY = b',"entries":['
+_STR = rb'(null|"[^"\\]*")'
+_ENTRY = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)","type":' + _STR + rb',"subtype":' + _STR
+                    + rb',"tags":(\[[^\]\\]*\]),"priority":' + _STR + rb',"created_by":' + _STR
+                    + rb',"consent":(true|false|null),"created_at":' + _STR + rb',"updated_at":' + _STR
+                    + rb',"last_accessed":(?:null|"[^"\\]*"),"access_count":(\d+)[,}]')
+
+
+def _time_value(raw: bytes) -> str | None:
+    return None if raw == b"null" else raw[1:-1].decode()
+
+
+def _index_bytes(folder: str) -> bytes:
     try:
         with open(os.path.join(folder, INDEX_NAME), "rb") as handle:
-            raw = handle.read()
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def _entries_of(raw: bytes) -> dict[str, dict[str, Any]]:
+    """A folder index's entries by file name, parsed whole ({} when empty or unreadable)."""
+    if not raw:
+        return {}
+    try:
         if len(raw) > BIG_INDEX:  # orjson parses a big index 3x faster; its import costs 10 ms
             import orjson
 
             data = orjson.loads(raw)
         else:
             data = json.loads(raw)
-    except (OSError, ValueError, RecursionError):
+    except (ValueError, RecursionError):
         return {}
     entries = data.get("entries") if isinstance(data, dict) else None
     if not isinstance(entries, list):

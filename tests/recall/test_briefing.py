@@ -1,0 +1,131 @@
+"""The briefing from the folders' indices (no search index yet): the scanned fast path gives
+exactly the order of a plain reading of every entry (`rank.briefing_key`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memcli.recall import briefing, rank
+from memcli.recall.uses import Pending
+from memcli.store import memories
+from memcli.store.store import Store
+from tests.conftest import add
+
+
+def reference(root: Path, rels: list[str], skip: set[str], extra: dict[str, Pending]) -> list[str]:
+    """Every entry parsed, ordered by `rank.briefing_key`, ties in the folders' order; files
+    without an entry read themselves; then the files checked, as the briefing does."""
+    rows: list[tuple[tuple[int, int, float], str, str, str]] = []
+    for rel in rels:
+        folder = root / rel
+        if not folder.is_dir():
+            continue
+        data = json.loads((folder / "_index.json").read_bytes()) if (folder / "_index.json").exists() else {}
+        entries = {e["file"]: e for e in data.get("entries", [])}
+        for name in sorted(n for n in os.listdir(folder) if n.endswith((".json", ".md")) and n[0] not in "._"):
+            entry = entries.get(name) or briefing._read(str(folder), rel, name)
+            if entry is None or entry["id"] in skip or "archived_at" in entry:
+                continue
+            found = extra.get(entry["id"])
+            uses = max(entry.get("access_count") or 0, 0) + (found.count if found else 0)
+            key = rank.briefing_key(rank.brief_rank(entry), uses, entry.get("updated_at") or entry.get("created_at"))
+            rows.append((key, rel, name, entry["id"]))
+    rows.sort(key=lambda r: r[0])
+    out = []
+    for _key, rel, name, mem_id in rows:
+        record = briefing._read(str(root / rel), rel, name)
+        if record is not None and record.get("id") == mem_id and "archived_at" not in record:
+            out.append(mem_id)
+    return out
+
+
+def ours(root: Path, rels: list[str], skip: set[str], extra: dict[str, Pending]) -> list[str]:
+    return [row["id"] for row in briefing._from_folder_indices(str(root), rels, skip, extra)]
+
+
+def pending(count: int) -> Pending:
+    p = Pending()
+    p.count = count
+    return p
+
+
+@pytest.mark.parametrize(("seed", "disturb"), [(1, True), (2, True), (3, False), (4, False)])
+def test_scanned_order_is_the_plain_order(store: Path, seed: int, disturb: bool) -> None:
+    """`disturb`: files added, deleted and changed after the indices were written (each
+    folder's files then differ from its index), else the indices list the files exactly."""
+    rng = random.Random(seed)
+    stamps = ["2026-10-01T10:00:00Z", "2026-10-01T10:00:00Z", "2026-10-30T08:00:00Z",  # day 30: not the usual form
+              "2026-10-01T12:00:00+02:00", "2026-10-01T10:00:00.500Z", "2026-09-15T00:00:00Z"]
+    made: list[dict[str, Any]] = []
+    for n in range(60):
+        fields: dict[str, Any] = {"summary": f"note {n}", "access_count": rng.choice([0, 0, 1, 2, 5]),
+                                  "created_at": rng.choice(stamps[:2] + stamps[5:]),
+                                  "updated_at": rng.choice([*stamps, None])}
+        kind = rng.random()
+        if kind < 0.08:
+            fields["priority"] = "critical"
+        elif kind < 0.16:
+            fields["tags"] = ["deploy", rng.choice(["permanent", "protected"])]
+        elif kind < 0.24:
+            fields.update(type="semantic", subtype="decision")
+        elif kind < 0.30:
+            fields.update(created_by="USER", consent=rng.random() < 0.5)
+        elif kind < 0.34:
+            fields["summary"] = 'says "critical" and "decision" in its text'  # a mark only in prose
+        made.append(add(store, scope_id=rng.choice(["coder", "coder", "writer"]), **fields))
+    memories.reindex(Store(store))
+    scan = briefing._Scan.of((store / "agent" / "coder" / "_index.json").read_bytes())
+    assert scan is not None and 0 < len(scan.marked) < len(scan.ids)  # the fast path, with marks
+    if disturb:  # a file dropped in by hand, one deleted, one marked archived in place
+        hand = add(store, summary="dropped in by hand", access_count=3)
+        gone = next(m for m in made if m["scope_id"] == "coder")
+        (store / "agent" / "coder" / f"{gone['id']}.json").unlink()
+        arch = next(m for m in made if m["scope_id"] == "writer")
+        path = store / "agent" / "writer" / f"{arch['id']}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "archived_at": "2026-10-02T00:00:00Z"}))
+    rels = ["agent/coder", "agent/writer", "global"]
+    ids = [m["id"] for m in made]
+    skip = set(rng.sample(ids, 5))
+    extra = {mem_id: pending(rng.choice([1, 4])) for mem_id in rng.sample(ids, 6)}
+    for s, e in ((set(), {}), (skip, {}), (set(), extra), (skip, extra)):
+        assert ours(store, rels, s, e) == reference(store, rels, s, e)
+    got = ours(store, rels, set(), {})
+    assert len(got) == len(made) + (1 - 2 if disturb else 0)
+    if disturb:
+        assert hand["id"] in got and gone["id"] not in got and arch["id"] not in got
+
+
+def test_an_index_in_another_layout_is_parsed_whole(store: Path) -> None:
+    """Entries not in the store's layout (keys in another order, spaces): the same order."""
+    for n in range(8):
+        add(store, summary=f"note {n}", access_count=n % 3, priority="critical" if n == 5 else "normal")
+    memories.reindex(Store(store))
+    rels = ["agent/coder"]
+    before = ours(store, rels, set(), {})
+    index = store / "agent" / "coder" / "_index.json"
+    data = json.loads(index.read_bytes())
+    data["entries"] = [dict(reversed(list(e.items()))) for e in data["entries"]]
+    index.write_text(json.dumps(data, indent=1))
+    assert briefing._Scan.of(index.read_bytes()) is None
+    assert ours(store, rels, set(), {}) == before == reference(store, rels, set(), {})
+    assert before[0] == next(e["id"] for e in data["entries"] if e["priority"] == "critical")
+
+
+def test_a_broken_index_falls_back_to_the_files(store: Path) -> None:
+    """An index that is not JSON (one entry broken): neither scanned nor parsed; the files
+    themselves decide."""
+    a = add(store, summary="used a lot", access_count=9, priority="critical")
+    b = add(store, summary="used less", access_count=1)
+    memories.reindex(Store(store))
+    index = store / "agent" / "coder" / "_index.json"
+    raw = index.read_bytes()
+    assert briefing._Scan.of(raw) is not None
+    index.write_bytes(raw.replace(b'"priority":"critical"', b'"priority":"critical","x":[}'))
+    assert briefing._Scan.of(index.read_bytes()) is None and briefing._entries_of(index.read_bytes()) == {}
+    assert ours(store, ["agent/coder"], set(), {}) == [a["id"], b["id"]]
