@@ -81,7 +81,8 @@ class FolderLoading(PlannerBase):
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
         for position, folder in enumerate(folders):
-            scan = self.store.scan(folder, load=True, entries=False, lastrun=index.load_lastrun(folder.cache()))
+            snap = index.load_lastrun(folder.cache())
+            scan = self.store.scan(folder, load=True, entries=False, lastrun=snap)
             self.problems += scan.problems
             cache, run_hashes = self._folder_sigs(folder), scan.run_hashes
             for mem_id in sorted(scan.memories):
