@@ -24,7 +24,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -682,42 +681,6 @@ def mrpc_targets(mrpc: JsonDict) -> str:
             f"- test split, default settings: recall on label-1 >= {MIN_MRPC_RECALL:.0%}: {rec_ok}")
 
 
-def machine() -> str:
-    """nproc, RAM, Python, OS and the memcli revision."""
-    mem_kb = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_kb = int(line.split()[1])
-    except OSError:
-        pass
-    return (f"{os.cpu_count()} CPUs, {mem_kb / 1024 / 1024:.1f} GiB RAM, Python "
-            f"{platform.python_version()}, {platform.system()} {platform.release()}, memcli {revision()}")
-
-
-def revision() -> str:
-    """git short hash of the checkout, '+dirty' when memcli/ has uncommitted changes."""
-    def git(*args: str) -> str:
-        proc = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
-        return proc.stdout.strip() if proc.returncode == 0 else ""
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "memcli") else "")
-
-
-def filesystem(path: Path) -> str:
-    """Filesystem type holding `path` (fsync costs depend on it)."""
-    best, kind = "", "unknown"
-    try:
-        for line in Path("/proc/mounts").read_text().splitlines():
-            _, mount, fstype, *_ = line.split()
-            if str(path.resolve()).startswith(mount) and len(mount) > len(best):
-                best, kind = mount, fstype
-    except OSError:
-        pass
-    return kind
-
-
 def startup_section(startup: JsonDict) -> str:
     if not startup:
         return "Start-up not measured."
@@ -730,13 +693,15 @@ def startup_section(startup: JsonDict) -> str:
 def render(results: Sequence[JsonDict], mrpc: JsonDict, args: argparse.Namespace,
            startup: JsonDict | None = None) -> str:
     """The whole report, as Markdown."""
+    from bench.machine import filesystem, machine
+
     sizes = ",".join(sorted({str(r["n"]) for r in results}, key=int))
     shapes = ",".join(dict.fromkeys(str(r.get("shape", "huge")) for r in results))
     return "\n".join([
         "# memcli benchmark results", "",
         f"`python bench/run.py --sizes {sizes} --shapes {shapes}`, "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.  ",
-        f"Machine: {machine()}.  ",
+        f"Machine: {machine(ROOT)}.  ",
         f"Stores in {args.dir} ({filesystem(args.dir)}); MEMCLI_NOW={BENCH_NOW}; no LLM; "
         "each phase in a fresh process; page cache warm (see bench/README.md).", "",
         "## Stores", "", size_table(results), "",
