@@ -335,7 +335,7 @@ def _vouchers(folder: Path) -> dict[str, tuple[int, int, str]]:
         return {}
     heads = list(_ENTRY_HEAD.finditer(raw))
     sigs = list(_ENTRY_SIG.finditer(raw))
-    if len(heads) == len(sigs):
+    if heads and len(heads) == len(sigs):
         found: dict[str, tuple[int, int, str]] = {}
         ends = [head.start() for head in heads[1:]] + [len(raw)]
         for head, sig, end in zip(heads, sigs, ends, strict=True):
