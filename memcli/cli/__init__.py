@@ -23,6 +23,7 @@ def load_app() -> Any:
     from memcli.cli import recall_cmds  # noqa: F401  # isort: skip  (adds to `hook` too)
     from memcli.cli import capture_cmd  # noqa: F401  # isort: skip  (adds to `hook`)
     from memcli.cli import sync_cmd  # noqa: F401  # isort: skip
+    from memcli.cli import llm_cmds  # noqa: F401  # isort: skip
     from memcli.cli.common import app
 
     return app

@@ -97,6 +97,10 @@ def attach(store: Store, opts: Any, flag: bool | None) -> list[str]:
     cfg = store.settings.llm
     client: Any
     if cfg.command:
+        from memcli.consolidate import llm_trust
+
+        if not llm_trust.is_trusted(store.root, cfg.command):
+            return [llm_trust.untrusted_notice(cfg.command)]
         if os.environ.get(NESTED_ENV):
             return [f"memcli runs inside its own LLM command ({NESTED_ENV} is set): this run is "
                     "rule-based, so that a session the command starts cannot start another"]

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from memcli.errors import MemcliError
-from memcli.store import cache, fsops, index, journal, opsfiles
+from memcli.store import cache, fsops, index, journal, log, opsfiles
 from memcli.store.model import fmt_of, is_valid_id
 from memcli.store.store import FolderScan, Store, StoreScan, is_valid_scope_id
 
@@ -138,7 +138,7 @@ def check_ops_files(store: Store) -> list[Finding]:
     """The log, state file and review queue read, have their shape, and can be written back
     (a run refuses to start otherwise)."""
     found = []
-    for path in opsfiles.ops_files(store.root):
+    for path in [*opsfiles.ops_files(store.root), *log.month_files(store.root)]:
         reason = opsfiles.file_problem(path)
         if reason:
             reason = reason.removeprefix(f"{path}: ")

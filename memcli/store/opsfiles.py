@@ -9,6 +9,7 @@ of the wrong shape stops the run before it starts, naming the file and the fix.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,8 @@ def shape_problem(name: str, data: Any) -> str | None:
     if not isinstance(data, dict):
         return "expected a JSON object"
     check = _SHAPES.get(name)
+    if check is None and _ROTATED_LOG.match(name):  # ops/log/<YYYY-MM>.json: the log's shape
+        check = _log_problem
     return check(data) if check is not None else None
 
 
@@ -188,6 +191,7 @@ def _str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+_ROTATED_LOG = re.compile(r"^(\d{4}-\d{2}|undated)\.json$")
 _SHAPES = {"state.json": _state_problem, "review-queue.json": _queue_problem,
            "consolidation-log.json": _log_problem}
 

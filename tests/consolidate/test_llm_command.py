@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from memcli.cli import app
 from memcli.config import load_settings
-from memcli.consolidate import engine, llm_budget
+from memcli.consolidate import engine, llm_budget, llm_trust
 from memcli.consolidate.llm_command import NESTED_ENV, CommandFailed, run_command
 from memcli.errors import ConfigError
 from memcli.store.model import Outcome
@@ -74,6 +74,14 @@ def configure(store: Path, command: Any, **llm: Any) -> None:
     settings = {"enabled": True, "command": command, **llm}
     lines = ["[llm]"] + [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
     (store / "memcli.toml").write_text(TOML + "\n" + "\n".join(lines) + "\n")
+    approve(store)
+
+
+def approve(store: Path) -> None:
+    """What the user does once: `memcli llm trust` approves the configured command here."""
+    argv = Store(store).settings.llm.command
+    if argv:
+        llm_trust.trust(store, argv, "2026-11-22T00:00:00Z")
 
 
 def verbose(store: Path, n: int = 1, details: str = "A long session. ") -> list[dict[str, Any]]:

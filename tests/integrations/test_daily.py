@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from memcli.cli import app
 from memcli.config import load_settings
+from memcli.consolidate import llm_trust
 from memcli.errors import ConfigError
 from memcli.integrations import schedule
 from memcli.store.model import parse_ts
@@ -267,6 +268,7 @@ def fake_llm(tmp_path: Path) -> tuple[list[str], Path]:
 def test_a_light_pass_never_calls_the_llm_even_when_enabled(store: Path, tmp_path: Path) -> None:
     argv, calls = fake_llm(tmp_path)
     daily_store(store, extra=f"\n[llm]\nenabled = true\ncommand = {orjson.dumps(argv).decode()}\n")
+    llm_trust.trust(store, argv, "2026-11-22T00:00:00Z")  # approved here (`memcli llm trust`)
     light_store(store)
     set_runs(store, weekly="2026-11-22T00:00:00Z")
     result = run("--store", str(store), "--json", "tick", env={"MEMCLI_NOW": "2026-11-22T10:00:00Z"})

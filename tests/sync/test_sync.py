@@ -213,7 +213,8 @@ def test_journals_locks_caches_and_machine_local_files_are_never_shared(tmp_path
     local = ["ops/journal-run_X.json", "ops/.lock", "ops/.tick.lock", "ops/uses.jsonl", "ops/hook.log",
              "ops/cron.log", "ops/local/state.json", ".cache/folders/agent/coder/_lastrun.bin",
              "agent/coder/.mem_A.json.1a2b3c4d.tmp"]
-    shared = ["ops/consolidation-log.json", "ops/review-queue.json", "ops/state.json", "agent/coder/mem_A.json",
+    shared = ["ops/consolidation-log.json", "ops/review-queue.json", "ops/state.json", "ops/log/2026-11.json",
+              "agent/coder/mem_A.json",
               "agent/coder/_index.json", "archive/runs/run_X/manifest.json", "memcli.toml"]
     for rel in local + shared:
         (a / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,137 @@
+"""The audit log and its rotation (SPEC 7): the live file stays small, every run stays readable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from memcli.cli import app
+from memcli.store import log
+from memcli.store.store import Store
+
+runner = CliRunner()
+
+
+def entry(n: int, month: str = "2026-10") -> dict[str, Any]:
+    return {"run_id": f"run_{n:04d}", "timestamp": f"{month}-{1 + n % 28:02d}T00:00:00Z",
+            "trigger": "session_end", "actions": [], "stats": {"memory_count": n}}
+
+
+@pytest.fixture
+def small(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log, "LIVE_MAX", 5)
+    monkeypatch.setattr(log, "LIVE_KEEP", 3)
+
+
+def live_ids(root: Path) -> list[str]:
+    return [e["run_id"] for e in log.read_live(root)]
+
+
+def test_split_keeps_the_newest_and_groups_the_rest_by_month() -> None:
+    entries: list[Any] = [entry(1, "2026-09"), "junk", entry(2, "2026-10"), entry(3), {"run_id": "x"}, entry(4)]
+    kept, moved = log.split_for_rotation(entries, keep=2)
+    assert kept == ["junk", {"run_id": "x"}, entry(4)]
+    assert moved == {"2026-09": [entry(1, "2026-09")], "2026-10": [entry(2), entry(3)]}
+
+
+def test_split_below_keep_moves_nothing() -> None:
+    entries = [entry(i) for i in range(3)]
+    assert log.split_for_rotation(entries, keep=3) == (entries, {})
+    assert log.split_for_rotation(entries, keep=4) == (entries, {})
+
+
+def test_month_of_entries_without_a_timestamp_is_undated() -> None:
+    assert log.month_of({"timestamp": "2026-11-22T00:00:00Z"}) == "2026-11"
+    assert log.month_of({}) == log.UNDATED
+    assert log.month_of({"timestamp": 7}) == log.UNDATED
+
+
+def test_the_live_file_never_passes_its_limit_and_no_run_is_lost(store: Path, small: None) -> None:
+    for n in range(5):
+        log.append(store, entry(n))
+    assert live_ids(store) == [f"run_{n:04d}" for n in range(5)]  # at the limit: nothing moved
+    assert not log.rotated_dir(store).exists()
+    log.append(store, entry(5))  # one above: down to LIVE_KEEP
+    assert live_ids(store) == ["run_0003", "run_0004", "run_0005"]
+    moved = json.loads((store / "ops" / "log" / "2026-10.json").read_bytes())["entries"]
+    assert [e["run_id"] for e in moved] == ["run_0000", "run_0001", "run_0002"]
+    for n in range(6, 40):
+        log.append(store, entry(n, "2026-11" if n >= 20 else "2026-10"))
+        assert len(log.read_live(store)) <= 5
+    ids = [e["run_id"] for e in log.read_entries(store)]
+    assert ids == [f"run_{n:04d}" for n in range(40)]  # every run, once, oldest first
+    assert sorted(p.name for p in log.month_files(store)) == ["2026-10.json", "2026-11.json"]
+
+
+def test_find_run_reaches_moved_runs_and_a_moved_run_is_not_logged_again(store: Path, small: None) -> None:
+    for n in range(12):
+        log.append(store, entry(n))
+    assert "run_0000" not in live_ids(store)
+    assert log.find_run(store, "run_0000") == entry(0)
+    assert log.find_run(store, "run_9999") is None
+    log.append(store, entry(0))  # a recovered run replayed: already in a month file
+    assert [e["run_id"] for e in log.read_entries(store)].count("run_0000") == 1
+    assert "run_0000" not in live_ids(store)
+
+
+def test_a_move_cut_short_is_read_once_and_healed_by_the_next(store: Path, small: None) -> None:
+    for n in range(5):
+        log.append(store, entry(n))
+    # a crash after the month file was written, before the live file was: runs in both
+    (store / "ops" / "log").mkdir()
+    (store / "ops" / "log" / "2026-10.json").write_text(json.dumps({"entries": [entry(0), entry(1)]}))
+    assert [e["run_id"] for e in log.read_entries(store)] == [f"run_{n:04d}" for n in range(5)]
+    log.append(store, entry(5))
+    months = json.loads((store / "ops" / "log" / "2026-10.json").read_bytes())["entries"]
+    assert [e["run_id"] for e in months] == ["run_0000", "run_0001", "run_0002"]
+    assert live_ids(store) == ["run_0003", "run_0004", "run_0005"]
+
+
+def test_undated_entries_move_to_their_own_file(store: Path, small: None) -> None:
+    log.append(store, {"run_id": "run_old", "trigger": "weekly", "actions": []})
+    for n in range(5):
+        log.append(store, entry(n))
+    assert (store / "ops" / "log" / "undated.json").exists()
+    assert log.read_entries(store)[0]["run_id"] == "run_old"
+
+
+def test_a_broken_month_file_never_stops_a_run_and_doctor_names_it(store: Path, small: None) -> None:
+    (store / "ops" / "log").mkdir(parents=True)
+    bad = store / "ops" / "log" / "2026-10.json"
+    bad.write_text('{"entries": "x"}')
+    for n in range(8):
+        log.append(store, entry(n))
+    assert len(log.read_live(store)) == 8  # nothing moved into a file memcli cannot read
+    assert bad.read_text() == '{"entries": "x"}'
+    result = runner.invoke(app, ["--store", str(store), "--json", "doctor"])
+    found = json.loads(result.stdout)
+    problems = found.get("problems", found.get("findings", []))
+    assert any(p["code"] == "ops_unreadable" and p["path"].endswith("ops/log/2026-10.json") for p in problems)
+
+
+def test_memcli_log_and_stats_read_moved_runs(store: Path, small: None) -> None:
+    for n in range(9):
+        log.append(store, entry(n))
+    out = runner.invoke(app, ["--store", str(store), "--json", "stats"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["runs"] == 9
+    out = runner.invoke(app, ["--store", str(store), "--json", "log", "--last", "0"])
+    assert out.exit_code == 0, out.output
+    text = out.stdout
+    assert "run_0000" in text and "run_0008" in text
+
+
+def test_a_linked_ops_log_folder_is_never_written_through(store: Path, small: None, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store / "ops" / "log").symlink_to(outside)
+    Store(store)  # as every command does: the store confines memcli's writes to itself
+    for n in range(5):
+        log.append(store, entry(n))
+    log.append(store, entry(5))  # the move is refused; the run is still logged, live
+    assert list(outside.iterdir()) == []
+    assert live_ids(store) == [f"run_{n:04d}" for n in range(6)]
