@@ -12,10 +12,6 @@ A move writes the month files first and the live file second: a crash between th
 entries in both, which readers drop (by run id, keeping the first) and the next move removes
 from the live file, so that a run ends up in one file only. Month names come from the entries'
 own timestamps, so two clones of a shared store rotate the same entries into the same files.
-
-Runs that changed nothing are logged on this machine only: `ops/local/consolidation-log.json`
-(rotated the same way into `ops/local/log/`), which git ignores, so that a quiet run changes no
-file a shared store tracks (SPEC 13). Readers see both, in time order.
 """
 
 from __future__ import annotations
@@ -42,29 +38,15 @@ def rotated_dir(root: Path) -> Path:
     return root / "ops" / "log"
 
 
-def local_log_path(root: Path) -> Path:
-    """Runs that changed nothing: logged on this machine only (`ops/local/`, git-ignored)."""
-    return opsfiles.local_dir(root) / "consolidation-log.json"
-
-
-def local_rotated_dir(root: Path) -> Path:
-    return opsfiles.local_dir(root) / "log"
-
-
-def _series(root: Path, quiet: bool) -> tuple[Path, Path]:
-    """(live file, month folder) of the shared log, or of this machine's quiet one."""
-    return (local_log_path(root), local_rotated_dir(root)) if quiet else (log_path(root), rotated_dir(root))
-
-
 def month_of(entry: dict[str, Any]) -> str:
     """`YYYY-MM` of an entry's timestamp, or `undated`: where a move puts it."""
     match = _MONTH.match(str(entry.get("timestamp") or ""))
     return f"{match.group(1)}-{match.group(2)}" if match else UNDATED
 
 
-def month_files(root: Path, quiet: bool = False) -> list[Path]:
+def month_files(root: Path) -> list[Path]:
     """The rotated files, oldest month first (`undated` first of all)."""
-    folder = _series(root, quiet)[1]
+    folder = rotated_dir(root)
     if folder.is_symlink():
         return []  # never read through a link out of the store
     try:
@@ -87,12 +69,34 @@ def read_live(root: Path) -> list[dict[str, Any]]:
     return _entries_of(log_path(root))
 
 
-def _read_series(root: Path, quiet: bool) -> list[dict[str, Any]]:
-    """One log, oldest first: its month files, then its live file; a run found in two files
-    (a move cut short) is read once."""
+def local_log_path(root: Path) -> Path:
+    """Runs that changed nothing: logged on this machine only (`ops/local/`, git-ignored), so
+    that a quiet run changes no file a shared store tracks (SPEC 13)."""
+    return opsfiles.local_dir(root) / "consolidation-log.json"
+
+
+def read_entries(root: Path) -> list[dict[str, Any]]:
+    """Every run: the shared log's (`shared_entries`) and this machine's quiet ones, each
+    quiet one before the first shared run logged after it."""
+    merged = shared_entries(root)
+    if not local_log_path(root).exists():
+        return merged
+    known = {e.get("run_id") for e in merged}
+    for entry in _entries_of(local_log_path(root)):
+        if entry.get("run_id") in known:
+            continue
+        stamp = str(entry.get("timestamp", ""))
+        at = next((i for i, e in enumerate(merged) if str(e.get("timestamp", "")) > stamp), len(merged))
+        merged.insert(at, entry)
+    return merged
+
+
+def shared_entries(root: Path) -> list[dict[str, Any]]:
+    """Every run of the shared log, oldest first: the month files, then the live file; a run
+    found in two files (a move cut short) is read once."""
     seen: set[Any] = set()
     out: list[dict[str, Any]] = []
-    for path in [*month_files(root, quiet), _series(root, quiet)[0]]:
+    for path in [*month_files(root), log_path(root)]:
         for entry in _entries_of(path):
             key = entry.get("run_id")
             if key is not None and key in seen:
@@ -102,44 +106,42 @@ def _read_series(root: Path, quiet: bool) -> list[dict[str, Any]]:
     return out
 
 
-def read_entries(root: Path) -> list[dict[str, Any]]:
-    """Every logged run, oldest first: the shared log's and this machine's quiet ones."""
-    shared = _read_series(root, False)
-    if not local_log_path(root).exists() and not local_rotated_dir(root).exists():
-        return shared
-    known = {e.get("run_id") for e in shared}
-    extra = [e for e in _read_series(root, True) if e.get("run_id") not in known]
-    merged = list(shared)  # the shared order stays; a quiet run goes before the first later one
-    for entry in extra:
-        stamp = str(entry.get("timestamp", ""))
-        at = next((i for i, e in enumerate(merged) if str(e.get("timestamp", "")) > stamp), len(merged))
-        merged.insert(at, entry)
-    return merged
-
-
 def append(root: Path, entry: dict[str, Any], quiet: bool = False) -> None:
-    """Append one run's entry (a `quiet` run's to this machine's log); a run already logged
-    (a recovered run) is not logged twice. Reads the live file only, and moves its oldest
-    entries out when it is full."""
-    path, months = _series(root, quiet)
+    """Append one run's entry; a run already logged (a recovered run) is not logged twice.
+    Reads the live file only, and moves its oldest entries out when it is full. A `quiet`
+    run's entry goes to this machine's log, which keeps its newest `LIVE_KEEP` entries."""
+    if quiet:
+        _append_quiet(root, entry)
+        return
+    path = log_path(root)
     data = opsfiles.read_json(path, {"entries": []})
     entries = data.setdefault("entries", [])
     if any(e.get("run_id") == entry["run_id"] for e in entries if isinstance(e, dict)):
         return
-    if _in_month_files(months, entry):
+    if _in_month_files(root, entry):
         return
     entries.append(entry)
     if len(entries) > LIVE_MAX:
         try:
-            data["entries"] = entries = _move_out(months, entries)
+            data["entries"] = entries = _move_out(root, entries)
         except (MemcliError, OSError):
             pass  # a month file or folder memcli cannot use: keep every entry live (doctor names it)
     opsfiles.write_json(path, data)
 
 
-def _in_month_files(months: Path, entry: dict[str, Any]) -> bool:
+def _append_quiet(root: Path, entry: dict[str, Any]) -> None:
+    path = local_log_path(root)
+    data = opsfiles.read_json(path, {"entries": []})
+    entries = [e for e in data.get("entries", []) if isinstance(e, dict)]
+    if any(e.get("run_id") == entry["run_id"] for e in entries):
+        return
+    data["entries"] = [*entries, entry][-LIVE_KEEP:]  # machine-local, not the audit trail: bounded
+    opsfiles.write_json(path, data)
+
+
+def _in_month_files(root: Path, entry: dict[str, Any]) -> bool:
     """Whether a recovered run was moved out already (only its own month file is read)."""
-    path = months / f"{month_of(entry)}.json"
+    path = rotated_dir(root) / f"{month_of(entry)}.json"
     try:
         return any(e.get("run_id") == entry["run_id"] for e in _entries_of(path))
     except OpsFileError:
@@ -158,11 +160,11 @@ def split_for_rotation(entries: list[Any], keep: int | None = None) -> tuple[lis
     return [e for i, e in enumerate(entries) if i not in cut], moved
 
 
-def _move_out(folder: Path, entries: list[Any]) -> list[Any]:
+def _move_out(root: Path, entries: list[Any]) -> list[Any]:
     kept, moved = split_for_rotation(entries)
-    months = {m: opsfiles.read_json(folder / f"{m}.json", {"entries": []}) for m in moved}
+    months = {m: opsfiles.read_json(rotated_dir(root) / f"{m}.json", {"entries": []}) for m in moved}
     for month, batch in sorted(moved.items()):  # every month file read before any is written
-        path = folder / f"{month}.json"
+        path = rotated_dir(root) / f"{month}.json"
         data = months[month]
         have = {e.get("run_id") for e in data.setdefault("entries", []) if isinstance(e, dict)}
         data["entries"].extend(e for e in batch if e.get("run_id") not in have)
@@ -171,10 +173,8 @@ def _move_out(folder: Path, entries: list[Any]) -> list[Any]:
 
 
 def find_run(root: Path, run_id: str) -> dict[str, Any] | None:
-    """A run's entry: the shared live file first (recent runs), its month files newest first,
-    then this machine's quiet runs the same way."""
-    for path in [log_path(root), *reversed(month_files(root)),
-                 local_log_path(root), *reversed(month_files(root, quiet=True))]:
+    """A run's entry: the live file first (recent runs), then the month files, newest first."""
+    for path in [log_path(root), *reversed(month_files(root)), local_log_path(root)]:
         found = next((e for e in _entries_of(path) if e.get("run_id") == run_id), None)
         if found is not None:
             return found

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from memcli.consolidate import review
-from memcli.store import fsops, paths
+from memcli.store import fsops, log, paths
 from memcli.store.model import decode, encode, format_ts, new_memory_id, now, parse_ts, sha256
 from memcli.store.store import Store
 from memcli.sync import drivers, git
@@ -78,8 +78,9 @@ def resolve(store: Store, unmerged: dict[str, dict[int, str]]) -> Resolved:
 def kind_of(rel: str) -> str | None:
     """What an unmerged store path is, or None when it is not memcli's to resolve."""
     name = rel.rsplit("/", 1)[-1]
-    if rel in (f"ops/{n}" for n in OPS_FILES):
-        return "ops"
+    if rel in (f"ops/{n}" for n in OPS_FILES) or (rel.startswith("ops/log/") and (
+            log.MONTH_FILE.match(name) or name == f"{log.UNDATED}.json")):
+        return "ops"  # the log's month files (ops/log/<YYYY-MM>.json) merge as the log does
     if name == "_index.json" and paths.folder_problem(rel.rpartition("/")[0]) is None:
         return "index"
     if rel.startswith("archive/runs/") and ".." not in rel.split("/"):

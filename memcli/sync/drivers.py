@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from memcli.consolidate import review
-from memcli.store import opsfiles
+from memcli.store import log, opsfiles
 
 Doc = dict[str, Any]
 
@@ -135,11 +135,11 @@ def merge_bytes(kind: str, name: str, base: bytes, ours: bytes, theirs: bytes) -
     docs = [_load(raw) for raw in (base, ours, theirs)]
     if kind == "index":
         return orjson.dumps(merge_index(*docs)) + b"\n"
-    merge = _OPS.get(name)
+    merge = merge_log if log.MONTH_FILE.match(name) or name == f"{log.UNDATED}.json" else _OPS.get(name)
     if merge is None:
         raise ValueError(f"{name} is not one of memcli's ops files")
     for doc in docs[1:]:
-        problem = opsfiles.shape_problem(name, doc)
+        problem = opsfiles.shape_problem("consolidation-log.json" if merge is merge_log else name, doc)
         if problem:
             raise ValueError(problem)
     return orjson.dumps(merge(*docs), option=orjson.OPT_INDENT_2) + b"\n"

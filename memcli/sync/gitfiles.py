@@ -1,10 +1,11 @@
 """What a store needs to live in git (SPEC 13): `.gitignore`, `.gitattributes`, and the merge
 drivers registered in the repository's config.
 
-Shared: the memory folders (memories and `_index.json`), `archive/`, `memcli.toml`, and the
-three JSON files of `ops/` (log, review queue, state). Never shared: `.cache/`, the locks, a
-run's journal (a planted journal would act on every clone), temporary files, and everything
-else under `ops/` (pending uses, hook and cron logs, `ops/local/`): they describe one machine.
+Shared: the memory folders (memories and `_index.json`), `archive/`, `memcli.toml`, the three
+JSON files of `ops/` (log, review queue, state) and the log's month files (`ops/log/`). Never
+shared: `.cache/`, the locks, a run's journal (a planted journal would act on every clone),
+temporary files, and everything else under `ops/` (pending uses, hook and cron logs,
+`ops/local/`): they describe one machine.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ GITIGNORE = """\
 /.cache/
 /ops/*
 """ + "".join(f"!/ops/{name}\n" for name in SHARED_OPS) + """\
+!/ops/log/
 .*.tmp
 """
 # Memory files never merge line by line (a half-merged JSON record is no record): git leaves
@@ -37,7 +39,9 @@ GITATTRIBUTES = """\
 /global/*.md -merge
 /archive/** -merge
 _index.json merge=memcli-index
-""" + "".join(f"/ops/{name} merge=memcli-ops\n" for name in SHARED_OPS)
+""" + "".join(f"/ops/{name} merge=memcli-ops\n" for name in SHARED_OPS) + """\
+/ops/log/*.json merge=memcli-ops
+"""
 DRIVERS = {"memcli-index": ("index", "memcli: regenerate a folder index"),
            "memcli-ops": ("ops", "memcli: unite log, review queue and state by id")}
 

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from memcli.errors import SyncRefusedError
-from memcli.store import doctor
+from memcli.store import doctor, log
 from memcli.store.model import sha256
 from memcli.store.store import Store
 from memcli.sync import conflicts, git, gitfiles
@@ -124,9 +124,17 @@ def commit_local(root: Path) -> list[str]:
 
 def new_runs(root: Path) -> list[dict[str, Any]]:
     """Entries of the shared log that the last commit does not have, in log order."""
-    committed = _log_entries(git.show_bytes(root, f"HEAD:./{LOG_REL}"))
-    known = {e.get("run_id") for e in committed}
-    return [e for e in _log_entries(_read(root / LOG_REL)) if e.get("run_id") not in known]
+    known = _committed_runs(root)
+    return [e for e in log.shared_entries(root) if e.get("run_id") not in known]
+
+
+def _committed_runs(root: Path) -> set[Any]:
+    """Run ids the last commit logs: its live log and its month files (`ops/log/`)."""
+    names = git.run(root, "ls-tree", "--name-only", "HEAD", "ops/log/", check=False).stdout.decode().split()
+    found: set[Any] = set()
+    for rel in [LOG_REL, *names]:
+        found.update(e.get("run_id") for e in _log_entries(git.show_bytes(root, f"HEAD:./{rel}")))
+    return found
 
 
 def _run_subject(entry: dict[str, Any]) -> str:
@@ -178,9 +186,12 @@ def _stage_log_upto(root: Path, run_id: str) -> None:
     data = orjson.loads(raw)
     entries = data.get("entries", [])
     ids = [e.get("run_id") if isinstance(e, dict) else None for e in entries]
+    if (root / "ops" / "log").is_dir():
+        git.run(root, "add", "-A", "--", "ops/log")  # month files: entries moved out whole
     if run_id not in ids:
+        git.run(root, "add", "-A", "--", LOG_REL)  # rotated out since: the live file as it is
         return
-    committed = {e.get("run_id") for e in _log_entries(git.show_bytes(root, f"HEAD:./{LOG_REL}"))}
+    committed = _committed_runs(root)
     cut = ids.index(run_id)
     data["entries"] = [e for i, e in enumerate(entries)
                        if i <= cut or (isinstance(e, dict) and e.get("run_id") in committed)]

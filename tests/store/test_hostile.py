@@ -544,7 +544,7 @@ def test_a_log_entry_without_its_fields_is_shown_not_a_crash(store: Path) -> Non
 
 
 def _fail_log_append(monkeypatch: pytest.MonkeyPatch) -> None:
-    def full_disk(root: Path, entry: dict[str, Any]) -> None:
+    def full_disk(root: Path, entry: dict[str, Any], quiet: bool = False) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(root / "ops" / "consolidation-log.json"))
 
     monkeypatch.setattr(log, "append", full_disk)

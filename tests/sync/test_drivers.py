@@ -115,3 +115,13 @@ def test_git_runs_the_driver_on_the_log(tmp_path: Path) -> None:
     git(repo, "commit", "-qam", "C")
     git(repo, "merge", "-q", "--no-edit", "other")
     assert [e["run_id"] for e in json.loads(path.read_text())["entries"]] == ["run_A", "run_B", "run_C"]
+
+
+def test_the_logs_month_files_merge_as_the_log_does() -> None:
+    base = orjson.dumps({"entries": [entry("run_A", "2026-11-01T00:00:00Z")]})
+    ours = orjson.dumps({"entries": [entry("run_A", "2026-11-01T00:00:00Z"), entry("run_C", "2026-11-03T00:00:00Z")]})
+    theirs = orjson.dumps({"entries": [entry("run_A", "2026-11-01T00:00:00Z"), entry("run_B", "2026-11-02T00:00:00Z")]})
+    merged = orjson.loads(drivers.merge_bytes("ops", "2026-11.json", base, ours, theirs))
+    assert [e["run_id"] for e in merged["entries"]] == ["run_A", "run_B", "run_C"]
+    with pytest.raises(ValueError):
+        drivers.merge_bytes("ops", "notes.json", base, ours, theirs)  # not one of memcli's files
