@@ -438,7 +438,7 @@ def write_replies(root: Any, path: str) -> None:
     data = capture(root)
     replies = {**data["replies"], "latest_handshake": data["latest_handshake"],
                "listen_versions": data["listen_versions"]}
-    body = json.dumps(replies, indent=1, sort_keys=True, ensure_ascii=True)
+    body = json.dumps(same_as_earlier(replies), indent=1, sort_keys=True, ensure_ascii=True)
     if "\'\'\'" in body:
         raise ValueError("a reply holds three quotes in a row; cannot write it as a raw string")
     with open(path, "w", encoding="utf-8") as handle:
@@ -449,7 +449,27 @@ def write_replies(root: Any, path: str) -> None:
                      'the SDK."""\n\n'
                      "import json\n\n"
                      f"SDK_VERSION = {data['sdk_version']!r}\n\n"
-                     f"REPLIES = json.loads(r\'\'\'{body}\'\'\')\n")
+                     f"_RAW = json.loads(r\'\'\'{body}\'\'\')\n"
+                     "# most protocol versions get the same reply: each is written once, the others\n"
+                     "# name it ({\"$same_as\": key}); the replies are only read, so sharing is safe\n"
+                     "REPLIES = {key: _RAW[value[\"$same_as\"]] if isinstance(value, dict) and "
+                     "\"$same_as\" in value else value\n"
+                     "           for key, value in _RAW.items()}\n")
+
+
+def same_as_earlier(replies: dict[str, Any]) -> dict[str, Any]:
+    """Each reply equal to one under an earlier key (in sorted order) replaced by
+    `{"$same_as": that key}`: the captured replies of most protocol versions are identical."""
+    out: dict[str, Any] = {}
+    seen: dict[str, str] = {}  # canonical JSON -> first key
+    for key in sorted(replies):
+        canon = json.dumps(replies[key], sort_keys=True)
+        if isinstance(replies[key], dict) and canon in seen:
+            out[key] = {"$same_as": seen[canon]}
+        else:
+            seen.setdefault(canon, key)
+            out[key] = replies[key]
+    return out
 
 
 if __name__ == "__main__":  # python -m memcli.integrations.mcp_server --write-replies
