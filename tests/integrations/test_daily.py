@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,32 +16,11 @@ from memcli.config import load_settings
 from memcli.consolidate import llm_trust
 from memcli.errors import ConfigError
 from memcli.integrations import schedule
-from memcli.store.model import parse_ts
 from tests.conftest import TOML, add, all_files, days_ago, load
+from tests.integrations.clock import at, set_tz, utc  # noqa: F401  (utc: autouse)
 
 runner = CliRunner()
 DAILY = ["0 10 * * *", "0 15 * * *"]
-
-
-def at(stamp: str) -> dt.datetime:
-    return parse_ts(stamp)[0]
-
-
-def set_tz(name: str) -> None:
-    os.environ["TZ"] = name
-    time.tzset()
-
-
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    old = os.environ.get("TZ")
-    set_tz("UTC")
-    yield
-    if old is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
 
 
 def run(*args: str, env: dict[str, str] | None = None, code: int = 0) -> Any:

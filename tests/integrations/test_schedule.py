@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,32 +14,10 @@ from typer.testing import CliRunner
 
 from memcli.cli import app
 from memcli.integrations import schedule
-from memcli.store.model import parse_ts
 from tests.conftest import TOML, add, all_files, days_ago
+from tests.integrations.clock import at, set_tz, utc  # noqa: F401  (utc: autouse)
 
 runner = CliRunner()
-
-
-def at(stamp: str) -> dt.datetime:
-    return parse_ts(stamp)[0]
-
-
-def set_tz(name: str) -> None:
-    os.environ["TZ"] = name
-    time.tzset()
-
-
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    """Cron times are local: pin the zone so the tests mean the same everywhere."""
-    old = os.environ.get("TZ")
-    set_tz("UTC")
-    yield
-    if old is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Any:
