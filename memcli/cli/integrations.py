@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -107,18 +108,26 @@ def _install_store(explicit: str | None, target: claude.ClaudeTarget) -> Path:
     return discover(explicit)
 
 
-def _render_claude(report: claude.ClaudeReport, o: Opts, uninstall: bool) -> None:
+def _render_files(report: Any, o: Opts, warnings: Sequence[str] = ()) -> bool:
+    """Notes and warnings on stderr, then the report as JSON or the files it touched; True
+    when the caller has more to print (not --json, not --quiet)."""
     for note in report.notes:
         sys.stderr.write(f"note: {note}\n")
-    for warning in report.warnings:
+    for warning in warnings:
         sys.stderr.write(f"warning: {warning}\n")
     if o.json:
         emit_json(report.as_dict())
-        return
+        return False
     if o.quiet:
-        return
+        return False
     for path, action in report.files.items():
         print(f"{path}: {action}")
+    return True
+
+
+def _render_claude(report: claude.ClaudeReport, o: Opts, uninstall: bool) -> None:
+    if not _render_files(report, o, report.warnings):
+        return
     if uninstall:
         print("memcli's hooks, MCP server and commands are gone from Claude Code "
               f"({'user settings' if report.target == 'user' else report.target}).")
@@ -206,15 +215,8 @@ def install_launchd_cmd(
 
 
 def _render_timer(report: Any, o: Opts) -> None:
-    for note in report.notes:
-        sys.stderr.write(f"note: {note}\n")
-    if o.json:
-        emit_json(report.as_dict())
+    if not _render_files(report, o):
         return
-    if o.quiet:
-        return
-    for path, action in report.files.items():
-        print(f"{path}: {action}")
     for command in report.ran:
         print(f"ran: {command}")
     if report.todo:
