@@ -8,19 +8,13 @@ import sys
 from pathlib import Path
 
 from memcli.cli.fast import FastOpts
-from memcli.cli.hookmain import say
+from memcli.cli.hookmain import say, start_hook
 from memcli.integrations import capture_hook, hooks
 
 
 def pre_compact(opts: FastOpts, args: list[str]) -> int:
     """For Claude Code's PreCompact hook (see `memcli hook pre-compact --help`)."""
-    foreground = "--foreground" in args
-    extra = [arg for arg in args if arg != "--foreground"]
-    wait = opts.wait if foreground else max(opts.wait, hooks.BACKGROUND_WAIT_S)
-    try:
-        report = capture_hook.pre_compact(opts.store, sys.stdin, foreground, wait, extra)
-    except Exception as exc:  # the agent must never see the hook fail: report, exit 0
-        report = hooks.HookReport(None, False, ok=False, notes=[f"hook failed: {exc!r}"])
+    report = start_hook(capture_hook.pre_compact, opts, args)
     for note in report.notes:
         say(sys.stderr, f"memcli hook: {note}\n")
     if opts.json:

@@ -10,6 +10,7 @@ from memcli.integrations import hooks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import IO
 
     from memcli.cli.fast import FastOpts
@@ -17,16 +18,21 @@ if TYPE_CHECKING:
 
 def session_end(opts: FastOpts, args: list[str]) -> int:
     """For an agent's SessionEnd hook (see `memcli hook session-end --help`)."""
-    # Flags are read by hand: a parse error would exit 2, and a hook must always exit 0.
+    render(start_hook(hooks.session_end, opts, args), opts)
+    return 0
+
+
+def start_hook(start: Callable[..., hooks.HookReport], opts: FastOpts, args: list[str]) -> hooks.HookReport:
+    """Run a hook that starts a background pass: `start(store, stdin, foreground, wait,
+    extra)`. Flags are read by hand (a parse error would exit 2, and a hook must always exit
+    0), and any failure becomes a report, never an exception."""
     foreground = "--foreground" in args
     extra = [arg for arg in args if arg != "--foreground"]
     wait = opts.wait if foreground else max(opts.wait, hooks.BACKGROUND_WAIT_S)
     try:
-        report = hooks.session_end(opts.store, sys.stdin, foreground, wait, extra)
+        return start(opts.store, sys.stdin, foreground, wait, extra)
     except Exception as exc:  # the agent must never see the hook fail: report, exit 0
-        report = hooks.HookReport(None, False, ok=False, notes=[f"hook failed: {exc!r}"])
-    render(report, opts)
-    return 0
+        return hooks.HookReport(None, False, ok=False, notes=[f"hook failed: {exc!r}"])
 
 
 def run_background(opts: FastOpts, args: list[str]) -> int:
