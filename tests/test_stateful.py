@@ -29,6 +29,7 @@ from memcli.errors import UndoRefusedError
 from memcli.store import doctor, fsops, journal, log, memories
 from memcli.store.model import decode, format_ts
 from memcli.store.store import Store
+from tests import sweep
 from tests.conftest import NOW_DT, days_ago, ids_everywhere, record, snapshot, write_memory
 
 TOML = """\
@@ -178,6 +179,9 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule()
     def consolidate(self) -> None:
+        # A run folds the pending uses before it plans (SPEC 10), and its undo keeps them:
+        # the files "before the run" are the files with the uses folded.
+        self.fold_uses()
         before, count = self.state(), len(log.read_entries(self.root))
         engine.consolidate(self.store, wait=5)
         assert self._logged(before, count) is not None
@@ -218,6 +222,7 @@ class StoreMachine(RuleBasedStateMachine):
         if not archived:
             return
         mem_id = archived[pick % len(archived)]
+        self.fold_uses()  # (the restore folds them first: see consolidate)
         before, count = self.state(), len(log.read_entries(self.root))
         undo.restore_memory(self.store, mem_id, wait=5)
         assert mem_id in self.live_ids()
@@ -269,5 +274,6 @@ def test_store_state_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     from hypothesis.stateful import run_state_machine_as_test
 
     run_state_machine_as_test(StoreMachine, settings=settings(
-        max_examples=40, stateful_step_count=30, derandomize=True, deadline=None, database=None,
+        # 12 sequences of 30 steps by default, 40 with MEMCLI_FULL_SWEEPS=1 (tests/sweep.py)
+        max_examples=sweep.scale(12, 40), stateful_step_count=30, derandomize=True, deadline=None, database=None,
         suppress_health_check=list(HealthCheck)))

@@ -15,6 +15,7 @@ from rapidfuzz import fuzz
 
 from memcli.consolidate import engine, merging, pairsearch, rules, similar
 from memcli.store.store import Store
+from tests import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -103,7 +104,7 @@ def test_recall_against_the_exact_all_pairs_rule_at_every_shape(tmp_path: Path, 
     """Every planted pair the exact rule merges (similarity above the threshold, second look
     included, no guard objecting) is merged by the run: at least 99% of them."""
     root = tmp_path / shape
-    planted = generate.generate(root, 2500, shape=shape, dup_share=0.08)
+    planted = generate.generate(root, sweep.scale(1000, 2500), shape=shape, dup_share=0.08)
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
     outcome = engine.consolidate(Store(root), dry_run=True)
     merges = [list(a["source_ids"]) for a in outcome.actions if a["type"] == "merge"]

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from memcli.cli import app
 from memcli.store import log, opsfiles
 from memcli.store.model import ARCHIVE_FIELDS
+from tests import forked
 from tests.conftest import NOW, add, all_files, assert_invariants, days_ago, load, record, snapshot
 from tests.store.test_crash import build_store
 
@@ -272,8 +273,7 @@ def test_restore_cli_text(store: Path) -> None:
 
 
 def memcli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), *args],
-                          capture_output=True, text=True, timeout=60)
+    return forked.run(["--store", str(store), *args], timeout=60)
 
 
 @pytest.mark.slow

@@ -6,13 +6,13 @@ import io
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from memcli.integrations import context
 from memcli.recall import index as rindex
 from memcli.store.store import Store
+from tests import forked
 from tests.conftest import NOW, add, load
 from tests.recall.helpers import fold
 
@@ -36,8 +36,7 @@ def prompt_json(store: Path, prompt: str, session: str = "sess-1") -> str:
 
 def hook(store: Path, name: str, stdin: str, *extra: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MEMCLI_NOW": NOW}
-    return subprocess.run([sys.executable, "-m", "memcli", "hook", name, *extra], input=stdin, capture_output=True,
-                          text=True, timeout=60, env=env, cwd=cwd or store)
+    return forked.run(["hook", name, *extra], input=stdin, timeout=60, env=env, cwd=cwd or store)
 
 
 def warm(store: Path) -> None:

@@ -16,6 +16,7 @@ from memcli.config import load_settings
 from memcli.consolidate import llm_trust
 from memcli.errors import ConfigError
 from memcli.integrations import schedule
+from tests import forked
 from tests.conftest import TOML, add, all_files, days_ago, load
 from tests.integrations.clock import at, set_tz, utc  # noqa: F401  (utc: autouse)
 
@@ -323,10 +324,7 @@ def test_nicknames_are_accepted(tmp_path: Path) -> None:
 
 
 def _memcli(store: Path, *args: str, env: dict[str, str] | None = None) -> Any:
-    import subprocess
-
-    return subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), *args], capture_output=True,
-                          text=True, env={**os.environ, "TZ": "UTC", **(env or {})}, timeout=120)
+    return forked.run(["--store", str(store), *args], env={**os.environ, "TZ": "UTC", **(env or {})}, timeout=120)
 
 
 def test_an_idle_tick_imports_nothing_heavy(store: Path) -> None:

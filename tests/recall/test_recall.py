@@ -16,6 +16,7 @@ from memcli.recall import search
 from memcli.store import memories
 from memcli.store.model import parse_ts
 from memcli.store.store import Store
+from tests import forked
 from tests.conftest import NOW, add, assert_invariants, days_ago, load
 from tests.recall.helpers import fold
 
@@ -24,8 +25,7 @@ MOMENT = parse_ts(NOW)[0]
 
 def cli(store: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MEMCLI_NOW": NOW}
-    return subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), *args], input=stdin,
-                          capture_output=True, text=True, timeout=120, env=env)
+    return forked.run(["--store", str(store), *args], input=stdin, timeout=120, env=env)
 
 
 def ids(results: list[search.Result]) -> list[str]:

@@ -7,16 +7,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from memcli.consolidate import engine, undo
 from memcli.recall import uses
-from memcli.store import memories
+from memcli.store import fsops, memories
 from memcli.store.model import parse_ts
 from memcli.store.store import Store
+from tests import forked, sweep
 from tests.conftest import NOW, add, assert_invariants, days_ago, load, snapshot
 from tests.recall.helpers import fold
 
@@ -141,8 +141,7 @@ def _memcli(root: Path, *args: str, crash_at: int | None = None) -> subprocess.C
     env = {**os.environ, "MEMCLI_NOW": NOW}
     if crash_at is not None:
         env["MEMCLI_CRASH_AT"] = str(crash_at)
-    return subprocess.run([sys.executable, "-m", "memcli", "--store", str(root), *args],
-                          capture_output=True, text=True, timeout=120, env=env)
+    return forked.run(["--store", str(root), *args], timeout=120, env=env)
 
 
 @pytest.mark.slow
@@ -152,20 +151,29 @@ def test_a_fold_killed_at_any_change_loses_and_doubles_nothing(store: Path, tmp_
     uses.record(store, [mems[0]["id"]], None, MOMENT)
     pristine = tmp_path / "pristine"
     shutil.copytree(store, pristine)
-    n = 1
-    while True:
+    k = _changes_of_reindex(pristine, tmp_path / "count")
+    assert k > 5
+    for n in sweep.points(1, k + 1):  # a sample by default, every point with MEMCLI_FULL_SWEEPS=1
         work = tmp_path / f"w{n}"
         shutil.copytree(pristine, work)
         proc = _memcli(work, "reindex", crash_at=n)
-        if proc.returncode == 0:
-            break
-        assert proc.returncode == 70, proc.stderr
+        assert proc.returncode == (70 if n <= k else 0), (n, sweep.label(), proc.stderr)
         assert _memcli(work, "doctor", "--fix").returncode in (0, 1)
         counts = [load(work / "agent" / "coder" / f"{m['id']}.json")["access_count"] for m in mems]
-        assert counts == [3, 2, 2], (n, counts)
+        assert counts == [3, 2, 2], (n, sweep.label(), counts)
         assert not (work / "ops" / "uses-fold.json").exists() and not (work / "ops" / "uses-folding.jsonl").exists()
-        n += 1
-    assert n > 5
+
+
+def _changes_of_reindex(pristine: Path, work: Path) -> int:
+    """How many file-system changes `memcli reindex` makes on a copy (in-process, counted)."""
+    from memcli.cli import app
+
+    shutil.copytree(pristine, work)
+    start = fsops.change_count()
+    with pytest.raises(SystemExit) as done:
+        app(args=["--store", str(work), "reindex"], prog_name="memcli")
+    assert done.value.code in (0, None)
+    return fsops.change_count() - start
 
 
 @pytest.mark.slow

@@ -114,8 +114,7 @@ def test_a_lock_left_by_a_killed_process_never_blocks_the_next_run(store: Path) 
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=10)
     assert (store / "ops" / ".lock").exists()  # the file stays; the OS dropped the lock with the process
-    started = time.monotonic()
-    result = subprocess.run([*memcli, "--wait", "5", "consolidate"], capture_output=True, text=True, timeout=60)
+    # no wait at all: a lock still held would make this exit 75 at once (no timing involved)
+    result = subprocess.run([*memcli, "--wait", "0", "consolidate"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert time.monotonic() - started < 5
     assert doctor.diagnose(Store(store)).ok

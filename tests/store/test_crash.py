@@ -2,7 +2,8 @@
 
 `MEMCLI_CRASH_AT=N` ends the process abruptly (os._exit(70), no clean-up) just before its
 Nth file-system change. A representative store's full `consolidate` makes k changes; for
-every N in 1..k the run is crashed there, a recovering command runs, and then: every memory
+every N in 1..k (a sample of them by default, all with MEMCLI_FULL_SWEEPS=1: tests/sweep.py)
+the run is crashed there, a recovering command runs, and then: every memory
 that existed before is live or archived with its full content, the live files are the
 pre-run or the post-run version (all of them the one or all the other), no temporary file
 or journal is left, and `doctor` finds nothing. N = k + 1 completes normally.
@@ -29,6 +30,7 @@ from memcli.consolidate import engine, review, undo
 from memcli.store import doctor, fsops, log
 from memcli.store.model import decode, sha256
 from memcli.store.store import Store
+from tests import sweep
 from tests.conftest import NOW, TOML, add, days_ago, snapshot
 
 BASE = "Run the database migrations on staging first then deploy the build to production"
@@ -228,11 +230,15 @@ def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) ->
     assert pre != post
 
     zygotes = ZygotePool()
+    chosen = sweep.points(1, k + 1)
+    # about every CLI_EVERY-th crash point of the whole run, and the last two, run
+    # `python -m memcli` itself; the others a forked child
+    via_cli = set(chosen[:: max(1, CLI_EVERY * len(chosen) // (k + 1))]) | {k, k + 1}
 
     def one_point(n: int) -> tuple[int, list[str]]:
         root = work / f"n{n}"
         shutil.copytree(pristine, root)
-        real = n % CLI_EVERY == 0 or n >= k  # `python -m memcli` itself; a forked child otherwise
+        real = n in via_cli
         code, output = _consolidate(zygotes, root, n, real)
         expected = 70 if n <= k else 0
         if code != expected:
@@ -245,14 +251,14 @@ def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) ->
 
     try:
         with ThreadPool(THREADS) as pool:
-            results = pool.map(one_point, range(1, k + 2))
+            results = pool.map(one_point, chosen)
     finally:
         zygotes.close()
     failed = {n: f for n, f in results if f}
-    passed = k - len([n for n in failed if n <= k])
+    ran = len(results) - 1
     elapsed = time.monotonic() - started
-    print(f"\ncrash points: {passed} of {k} recovered ({elapsed:.1f}s)")
-    assert not failed, f"{passed} of {k} crash points recovered; failures: {failed}"
+    print(f"\ncrash points: {ran - len(failed)} of {ran} run of {k} recovered ({elapsed:.1f}s)")
+    assert not failed, f"crash points of {k} ({sweep.label()}) that failed: {failed}"
 
 
 class ZygotePool:
@@ -306,14 +312,16 @@ def test_a_consolidate_after_a_crash_recovers_first_then_runs(pristine: Path, wo
 
 def every_point(label: str, k: int, one_point: Callable[[int], tuple[int, list[str]]],
                 zygotes: ZygotePool) -> None:
-    """Crash points 1..k (and k + 1, a complete run) on THREADS workers; all must recover."""
+    """Crash points 1..k (and k + 1, a complete run; a sample of them unless
+    MEMCLI_FULL_SWEEPS=1) on THREADS workers; all must recover."""
+    chosen = sweep.points(1, k + 1)
     try:
         with ThreadPool(THREADS) as pool:
-            failed = {n: f for n, f in pool.map(one_point, range(1, k + 2)) if f}
+            failed = {n: f for n, f in pool.map(one_point, chosen) if f}
     finally:
         zygotes.close()
-    print(f"\n{label} crash points: {k - len(failed)} of {k} recovered")
-    assert not failed, f"{k - len(failed)} of {k} {label} crash points recovered; failures: {failed}"
+    print(f"\n{label} crash points: {len(chosen) - len(failed)} of {len(chosen)} run of {k} recovered")
+    assert not failed, f"{label} crash points of {k} ({sweep.label()}) that failed: {failed}"
 
 
 @pytest.mark.slow
@@ -381,13 +389,13 @@ def test_a_recovery_that_itself_crashes_is_recovered(pristine: Path, work: Path)
 
     n = k // 2  # half-way through the memory changes: a rollback with files of every kind
     r = recovery_changes(pristine, work, n)
-    points = [(n, m) for m in range(1, r + 2)]
+    points = [(n, m) for m in sweep.points(1, r + 1)]
     try:
         with ThreadPool(THREADS) as pool:
             failed = {p: f for p, f in pool.map(one, points) if f}
     finally:
         zygotes.close()
-    assert not failed, failed
+    assert not failed, f"({sweep.label()}) {failed}"
 
 
 def recovery_changes(pristine: Path, work: Path, n: int) -> int:
@@ -434,7 +442,7 @@ def test_access_after_a_crash_is_not_lost_by_the_rollback(pristine: Path, work: 
     k = count_changes(pristine, work / "count")
     zygote = Zygote()
     try:
-        n = next(n for n in range(1, k) if _keeper_rewritten(zygote, pristine, work, n, keeper.name))
+        n = _first_point_rewriting(zygote, pristine, work, k, keeper.name)
     finally:
         zygote.close()
     assert memcli(root, "consolidate", crash_at=n).returncode == 70
@@ -444,14 +452,33 @@ def test_access_after_a_crash_is_not_lost_by_the_rollback(pristine: Path, work: 
     assert json.loads(keeper.read_bytes())["access_count"] == uses + 1, "the recorded use was lost"
 
 
-def _keeper_rewritten(zygote: Zygote, pristine: Path, work: Path, n: int, name: str) -> bool:
-    """Whether a run crashed at `n` has rewritten the keeper but not committed."""
+def _first_point_rewriting(zygote: Zygote, pristine: Path, work: Path, k: int, name: str) -> int:
+    """The first crash point at which a run has rewritten the keeper but not committed.
+
+    Whether the keeper is rewritten only grows with the crash point, so the first point where
+    it is is found by bisection; the run must still be uncommitted there."""
+    low, high = 1, k  # the keeper is rewritten by a crash at `high`, not by one at `low`
+    assert _probe(zygote, pristine, work, high, name)[0]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _probe(zygote, pristine, work, middle, name)[0]:
+            high = middle
+        else:
+            low = middle
+    rewritten, applying = _probe(zygote, pristine, work, high, name)
+    assert rewritten and applying, f"at crash point {high} the run has already committed"
+    return high
+
+
+def _probe(zygote: Zygote, pristine: Path, work: Path, n: int, name: str) -> tuple[bool, bool]:
+    """A run crashed at `n`: whether it rewrote the keeper, and whether it is uncommitted."""
     root = work / f"probe{n}"
-    shutil.copytree(pristine, root)
-    zygote.run(root, "consolidate", crash_at=n)
+    if not root.exists():
+        shutil.copytree(pristine, root)
+        zygote.run(root, "consolidate", crash_at=n)
     journals = list((root / "ops").glob("journal-*"))
     rewritten = (root / "agent" / "coder" / name).read_bytes() != (pristine / "agent" / "coder" / name).read_bytes()
-    return bool(journals) and json.loads(journals[0].read_bytes())["phase"] == "applying" and rewritten
+    return rewritten, bool(journals) and json.loads(journals[0].read_bytes())["phase"] == "applying"
 
 
 @pytest.mark.slow

@@ -14,7 +14,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from memcli.errors import UnsafePathError
 from memcli.store import fsops, journal, log
 from memcli.store.model import encode, sha256
 from memcli.store.store import Store
+from tests import forked
 from tests.conftest import NOW, add, days_ago, load, record, write_memory
 
 runner = CliRunner()
@@ -46,8 +46,7 @@ def cli(store: Path, *args: str, **kwargs: Any) -> Result:
 def proc(store: Path, *args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """A real process: a segfault is exit -11 here, not a dead test run; a hang a timeout."""
     env = {**os.environ, "MEMCLI_NOW": NOW}
-    return subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), *args], input=stdin,
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return forked.run(["--store", str(store), *args], input=stdin, timeout=timeout, env=env)
 
 
 def no_traceback(result: Result | subprocess.CompletedProcess[str]) -> None:

@@ -1,0 +1,151 @@
+"""`python -m memcli ARGS` in its own process, without paying for the interpreter each time.
+
+Most tests that need a real process (a crash is `os._exit`, a segfault is a signal, a hang is
+a timeout, a lock belongs to a process) do not need a fresh interpreter: starting one and
+importing typer, numpy and rapidfuzz costs about half a second of CPU, and the suite starts
+hundreds. A zygote imports memcli once and forks one child per command; the child takes the
+command's environment, working folder and standard streams, and runs `memcli/__main__.py` as
+`python -m memcli` would. Each child starts from the zygote's state, which has only imported
+modules and never run a command. The variables an interpreter reads once at start-up
+(`PYTHON*`, `LANG`, `LC_*`, `TZ`) get a zygote of their own, started with them.
+
+Tests about the interpreter itself (the entry point on PATH, output encodings, closed pipes,
+start-up imports) keep `subprocess`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ZYGOTE = r"""
+import json, os, runpy, signal, sys, time
+import memcli, memcli.cli, memcli.cli.fast
+memcli.cli.load_app()  # typer, rich and every command module
+import frontmatter, numpy, rapidfuzz.process, filelock, orjson, tantivy  # imported lazily by commands
+from memcli.consolidate import engine, guards, similar, summary, undo
+from memcli.recall import briefing, index, search, uses
+from memcli.store import doctor, fsops
+from memcli.integrations import context, hooks
+MAIN = os.path.join(os.path.dirname(memcli.__file__), "__main__.py")
+channel = os.fdopen(os.dup(1), "w")
+for line in sys.stdin:
+    req = json.loads(line)
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(channel.fileno())
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        stdin = os.open(req["stdin"], os.O_RDONLY)
+        out = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        err = os.open(req["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(stdin, 0); os.dup2(out, 1); os.dup2(err, 2)
+        for fd in (stdin, out, err):
+            os.close(fd)
+        os.setsid()  # its own group, as a subprocess would be: a timeout kills the lot
+        sys.argv = [MAIN, *req["argv"]]
+        code = 0
+        try:
+            runpy.run_path(MAIN, run_name="__main__")
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:  # sys.exit("message"), as the interpreter reports it
+                print(exc.code, file=sys.stderr)
+                code = 1
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            code = 1
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            pass
+        sys.stderr.flush()
+        os._exit(code)
+    deadline = time.monotonic() + req["timeout"]
+    status = None
+    delay = 0.0005
+    while True:
+        done, raw = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(raw)
+            break
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, 9)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            break
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
+    channel.write(json.dumps({"status": status}) + "\n")
+    channel.flush()
+"""
+
+_STARTING = ("PYTHON", "LANG", "LC_", "TZ")  # read once, when an interpreter starts
+_local = threading.local()
+_every: list[subprocess.Popen[str]] = []
+
+
+@atexit.register
+def _close() -> None:
+    """End the zygotes with the test process (their CPU time then counts as its own)."""
+    for zygote in _every:
+        if zygote.stdin is not None:
+            zygote.stdin.close()
+    for zygote in _every:
+        try:
+            zygote.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            zygote.kill()
+
+
+def _zygote(env: dict[str, str]) -> subprocess.Popen[str]:
+    """This thread's zygote for an interpreter started with `env`'s start-up variables."""
+    key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(_STARTING)))
+    zygotes: dict[tuple[tuple[str, str], ...], subprocess.Popen[str]] = _local.__dict__.setdefault("zygotes", {})
+    zygote = zygotes.get(key)
+    if zygote is None or zygote.poll() is not None:
+        zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True,
+                                  env={k: v for k, v in env.items() if k != "MEMCLI_CRASH_AT"})
+        zygotes[key] = zygote
+        _every.append(zygote)
+    return zygote
+
+
+def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+        input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Like `subprocess.run([sys.executable, "-m", "memcli", *argv], capture_output=True,
+    text=True, ...)`: the same exit code (negative for a signal), stdout and stderr; a hang
+    raises `subprocess.TimeoutExpired` once the child is killed."""
+    env = dict(os.environ if env is None else env)
+    with tempfile.TemporaryDirectory(prefix="memcli-forked-") as scratch:
+        files = {name: os.path.join(scratch, name) for name in ("in", "out", "err")}
+        Path(files["in"]).write_text(input or "")
+        request = {"argv": argv, "env": env, "cwd": str(cwd or os.getcwd()), "stdin": files["in"],
+                   "out": files["out"], "err": files["err"], "timeout": timeout}
+        zygote = _zygote(env)
+        assert zygote.stdin is not None and zygote.stdout is not None
+        zygote.stdin.write(json.dumps(request) + "\n")
+        zygote.stdin.flush()
+        reply = zygote.stdout.readline()
+        if not reply:
+            raise RuntimeError("the test zygote died")
+        status = json.loads(reply)["status"]
+        out = Path(files["out"]).read_text(errors="replace")
+        err = Path(files["err"]).read_text(errors="replace")
+    args = [sys.executable, "-m", "memcli", *argv]
+    if status is None:
+        raise subprocess.TimeoutExpired(args, timeout, output=out, stderr=err)
+    return subprocess.CompletedProcess(args, status, out, err)
