@@ -28,6 +28,7 @@ from typer.testing import CliRunner, Result
 
 from memcli.cli import app
 from memcli.store.model import encode
+from tests import sweep
 from tests.conftest import TOML, days_ago, record
 from tests.store.test_hostile import tree
 
@@ -170,7 +171,8 @@ def cli(root: Path, *args: str) -> Result:
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 10 random hostile trees a run by default, 25 with MEMCLI_FULL_SWEEPS=1 (tests/sweep.py)
+@settings(max_examples=sweep.scale(10, 25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plants(), hostile_tops(), ops_files())
 def test_no_hostile_tree_escapes_crashes_hangs_or_goes_unreported(
         items: list[tuple[str, str, int]], tops: list[tuple[str, str]], ops: dict[str, Any]) -> None:
