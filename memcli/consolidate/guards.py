@@ -150,8 +150,13 @@ def _number_word_values(words: Sequence[str]) -> frozenset[str]:
     return frozenset(values)
 
 
+_DIGIT_RE = re.compile(r"[0-9]")  # every NUMBER_RE match holds one
+
+
 def _numbers(text: TextFeatures) -> frozenset[str]:
     """The numbers written with digits in a text, canonicalised."""
+    if not _DIGIT_RE.search(text.text):
+        return frozenset()
     return frozenset(canonical_number(m) for m in NUMBER_RE.finditer(text.text))
 
 
@@ -202,9 +207,11 @@ def negation_differs(text_a: _Text, text_b: _Text) -> bool:
 def _is_negated(text: TextFeatures) -> bool:
     """True when a text holds a negation cue: a word such as "never" or a "n't" ending."""
     lowered = _NOT_ONLY_RE.sub(" ", text.text.lower().translate(_APOSTROPHES))
-    return any(
-        token in _NEGATION_WORDS or token.endswith("n't") for token in _NEGATION_TOKEN_RE.findall(lowered)
-    )
+    tokens = _NEGATION_TOKEN_RE.findall(lowered)
+    if not _NEGATION_WORDS.isdisjoint(tokens):
+        return True
+    # A token ending in "n't" holds it; most texts have none, and skip the walk.
+    return "n't" in lowered and any(token.endswith("n't") for token in tokens)
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,6 +312,10 @@ def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
     """(x, order word, y) for every content word x shortly before an order word and y
     shortly after it, within one sentence."""
     triples: set[_Triple] = set()
+    # Every word of a sentence below is a word of the whole text: without an order word
+    # (a "to" counts only after "from"), no sentence has a triple.
+    if _ORDER_WORDS.isdisjoint(text.word_set):
+        return frozenset()
     for sentence in _SENTENCE_SPLIT_RE.split(text.text):
         words = [w for w in default_process(sentence).split()
                  if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
@@ -684,6 +695,7 @@ _CODE_WORD_RE = re.compile(
     r"|\S*\w[_/=@:]\w\S*"
     r"|\S*[A-Za-z0-9][.][A-Za-z]\S*"
 )
+_CODE_MARK_RE = re.compile(r"[-_/=@:.]")  # each _CODE_WORD_RE form holds one of these
 _ACRONYM_DOTS_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]?\.?")
 _EDGE_PUNCTUATION = "\"'()[]{}<>,;.!?`*"
 
@@ -692,11 +704,17 @@ def _identifiers(text: TextFeatures) -> frozenset[str]:
     """Every word of a code span (`make test`) and every bare word shaped like code, in lower
     case, without the punctuation around it."""
     found: set[str] = set()
-    for span in _CODE_SPAN_RE.findall(text.text):
-        found.update(w.strip(_EDGE_PUNCTUATION).lower() for w in span.split())
-    for word in _CODE_SPAN_RE.sub(" ", text.text).split():
+    bare = text.text
+    if "`" in bare:
+        for span in _CODE_SPAN_RE.findall(bare):
+            found.update(w.strip(_EDGE_PUNCTUATION).lower() for w in span.split())
+        bare = _CODE_SPAN_RE.sub(" ", bare)
+    for word in bare.split():
         word = word.strip(_EDGE_PUNCTUATION)
-        if _CODE_WORD_RE.fullmatch(word) and not _ACRONYM_DOTS_RE.fullmatch(word):
+        # A word shaped like code holds "-", "_", "/", "=", "@", ":" or "."; most words hold
+        # none and are not matched against the patterns at all.
+        if (_CODE_MARK_RE.search(word) and _CODE_WORD_RE.fullmatch(word)
+                and not _ACRONYM_DOTS_RE.fullmatch(word)):
             found.add(word.lower())
     found.discard("")
     return frozenset(found)

@@ -211,8 +211,10 @@ def canon(token: str) -> str:
     return token.replace(".", "").replace("'", "").lower()
 
 
+@lru_cache(maxsize=4096)
 def _starts_sentence(mark: str, previous: str) -> bool:
-    """True when the mark makes the next capital letter sentence case."""
+    """True when the mark makes the next capital letter sentence case. (Cached: a few marks
+    after a store's vocabulary.)"""
     if mark in _SENTENCE_MARKS:
         return True
     if mark[0] in ".!?":
@@ -244,23 +246,37 @@ def _classify(part: str, at_start: bool) -> tuple[str, bool, bool, bool]:
     return (form, name, acronym, capitalised)
 
 
+_Parts = tuple[tuple[str, bool, bool, bool], ...]
+
+
+@lru_cache(maxsize=65536)
+def _token_parts(token: str, at_start: bool) -> tuple[bool, _Parts]:
+    """Whether a word token starts a clause ("and", "but"...), and its parts as
+    :func:`_classify` sees them. Hyphenated words are split ("al-Qaida", "New York-based") so
+    that each part can match on its own; a hyphenated acronym stays whole. (Cached: a text is
+    analysed token by token, and a store repeats its vocabulary.)"""
+    parts = [token] if "-" not in token or ACRONYM_RE.fullmatch(token) else token.split("-")
+    return (token.lower() in _CLAUSE_WORDS, tuple(_classify(part, at_start) for part in parts if part))
+
+
 def _text_words(text: str) -> tuple[Word, ...]:
-    """The words of a raw text in order. Hyphenated words are split ("al-Qaida", "New
-    York-based") so that each part can match on its own."""
+    """The words of a raw text in order (hyphenated words split, see :func:`_token_parts`)."""
     words: list[Word] = []
+    append = words.append
+    make = tuple.__new__  # a Word from a ready tuple, without NamedTuple.__new__'s extra call
     at_start, previous, clause, sentence = True, "", 0, 0
     for token in _TOKEN_RE.findall(text):
-        if not token[0].isalnum():
+        if token[0].isalnum():
+            clause_word, parts = _token_parts(token, at_start)
+            clause += clause_word
+            for part in parts:
+                append(make(Word, (*part, at_start, clause, sentence)))
+            at_start = False
+        else:
             starts = _starts_sentence(token, previous)
             at_start = at_start or starts
             clause += token[0] in _CLAUSE_MARKS
             sentence += (starts and token[0] in ".!?") or token == "\n"
-        else:
-            clause += token.lower() in _CLAUSE_WORDS
-            parts = [token] if "-" not in token or ACRONYM_RE.fullmatch(token) else token.split("-")
-            words.extend(Word(*_classify(part, at_start), at_start, clause, sentence)
-                         for part in parts if part)
-            at_start = False
         previous = token
     return tuple(words)
 
