@@ -125,7 +125,7 @@ class TextFeatures:
     @cached_property
     def stems(self) -> frozenset[str]:
         """First letters of each normalised word: forms of one word share them."""
-        return frozenset(w[:STEM_LETTERS] for w in self.words)
+        return frozenset([w[:STEM_LETTERS] for w in self.words])
 
     @cached_property
     def tokens(self) -> tuple[Word, ...]:
@@ -163,11 +163,17 @@ class TextFeatures:
         return plain_form(self.text)
 
     @cached_property
+    def _statement_span(self) -> tuple[int, int]:
+        """Where the statement stands (:func:`memcli.consolidate.restate.statement_span`),
+        found once for :attr:`statement` and :attr:`attribution_words`."""
+        return statement_span(self.text)
+
+    @cached_property
     def statement(self) -> TextFeatures:
         """The features of what the text states, a bare attribution at its start or end set
         aside ("..., he said."; :func:`memcli.consolidate.restate.statement_span`); the text's
         own features when it has none."""
-        start, end = statement_span(self.text)
+        start, end = self._statement_span
         if start == 0 and not self.text[end:].strip():
             return self
         return TextFeatures(self.text[start:end])
@@ -175,7 +181,7 @@ class TextFeatures:
     @cached_property
     def attribution_words(self) -> tuple[int, int]:
         """How many of :attr:`words` a bare attribution takes at the start and at the end."""
-        start, end = statement_span(self.text)
+        start, end = self._statement_span
         if start == 0 and not self.text[end:].strip():
             return (0, 0)
         return (len(default_process(self.text[:start]).split()),
