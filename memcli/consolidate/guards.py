@@ -319,6 +319,8 @@ def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
     for sentence in _SENTENCE_SPLIT_RE.split(text.text):
         words = [w for w in default_process(sentence).split()
                  if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
+        if _ORDER_WORDS.isdisjoint(words):  # no order word in this sentence (nor a "from")
+            continue
         marks = [_is_order_word(words, pos) for pos in range(len(words))]
         for pos, word in enumerate(words):
             if marks[pos]:
