@@ -418,11 +418,18 @@ def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
     blocks = diff_blocks(first, second)
     if len(blocks) < 2:  # two phrases trading places leave two blocks, or one the region check reads
         return _region_swapped(first, second)
+    # Block i mirrors block j (i < j) when A's side of i is B's side of j and the reverse,
+    # the two sides differing. Each side is sliced once and B's sides are looked up by
+    # content, so that the pairs of blocks are not compared one by one.
+    sides_a = [seq_a[op.a0:op.a1] for op in blocks]
+    sides_b = [seq_b[op.b0:op.b1] for op in blocks]
+    where_b: dict[tuple[str, ...], list[int]] = {}
+    for j, side in enumerate(sides_b):
+        where_b.setdefault(side, []).append(j)
     mirrored = [
         (i, j) for i, op1 in enumerate(blocks) if op1.tag == "replace"
-        for j in range(i + 1, len(blocks))
-        if seq_a[op1.a0:op1.a1] == seq_b[blocks[j].b0:blocks[j].b1] != seq_b[op1.b0:op1.b1]
-        == seq_a[blocks[j].a0:blocks[j].a1]
+        for j in where_b.get(sides_a[i], ())
+        if j > i and sides_a[i] != sides_b[i] == sides_a[j]
     ]
     paired = {n for pair in mirrored for n in pair}
     for i, j in mirrored:
