@@ -89,13 +89,11 @@ def _body_walk(text: TextFeatures) -> tuple[tuple[str, bool], ...]:
 def _body_stems(text: TextFeatures) -> tuple[dict[str, int], dict[str, int]]:
     """How often each stem occurs among the words :func:`_longest_new_run` walks (a bare
     attribution aside), over all words and over content words."""
-    lead, trail = text.attribution_words
     counts: dict[str, int] = {}
     content: dict[str, int] = {}
-    for word in text.words[lead:len(text.words) - trail]:
-        stem = word[:STEM_LETTERS]
+    for stem, is_content in text.once("body_walk", _body_walk):
         counts[stem] = counts.get(stem, 0) + 1
-        if word not in STOPWORDS:
+        if is_content:
             content[stem] = content.get(stem, 0) + 1
     return counts, content
 
