@@ -129,6 +129,7 @@ _NUMBER_WORDS.update({word: value for value, word in enumerate(_ORDINALS)})
 _TENS = {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _NUMBER_WORDS.update(_TENS)
 _NUMBER_WORDS.update({"twenty": 20, "hundred": 100, "dozen": 12, "once": 1, "twice": 2})
+_DIGIT_RE = re.compile(r"[0-9]")  # every NUMBER_RE match holds one
 
 
 def _number_word_values(words: Sequence[str]) -> frozenset[str]:
@@ -148,9 +149,6 @@ def _number_word_values(words: Sequence[str]) -> frozenset[str]:
         if following in SCALES:
             values.add(str(value * SCALES[following]))
     return frozenset(values)
-
-
-_DIGIT_RE = re.compile(r"[0-9]")  # every NUMBER_RE match holds one
 
 
 def _numbers(text: TextFeatures) -> frozenset[str]:
@@ -210,7 +208,6 @@ def _is_negated(text: TextFeatures) -> bool:
     tokens = _NEGATION_TOKEN_RE.findall(lowered)
     if not _NEGATION_WORDS.isdisjoint(tokens):
         return True
-    # A token ending in "n't" holds it; most texts have none, and skip the walk.
     return "n't" in lowered and any(token.endswith("n't") for token in tokens)
 
 
@@ -312,8 +309,7 @@ def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
     """(x, order word, y) for every content word x shortly before an order word and y
     shortly after it, within one sentence."""
     triples: set[_Triple] = set()
-    # Every word of a sentence below is a word of the whole text: without an order word
-    # (a "to" counts only after "from"), no sentence has a triple.
+    # No order word in the text (a "to" counts only after "from"): no sentence has a triple.
     if _ORDER_WORDS.isdisjoint(text.word_set):
         return frozenset()
     for sentence in _SENTENCE_SPLIT_RE.split(text.text):
@@ -418,9 +414,8 @@ def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
     blocks = diff_blocks(first, second)
     if len(blocks) < 2:  # two phrases trading places leave two blocks, or one the region check reads
         return _region_swapped(first, second)
-    # Block i mirrors block j (i < j) when A's side of i is B's side of j and the reverse,
-    # the two sides differing. Each side is sliced once and B's sides are looked up by
-    # content, so that the pairs of blocks are not compared one by one.
+    # Block i mirrors block j (i < j): A's side of i is B's side of j and the reverse, the
+    # sides differing. B's sides are looked up by content, not compared pair by pair.
     sides_a = [seq_a[op.a0:op.a1] for op in blocks]
     sides_b = [seq_b[op.b0:op.b1] for op in blocks]
     where_b: dict[tuple[str, ...], list[int]] = {}
@@ -720,8 +715,7 @@ def _identifiers(text: TextFeatures) -> frozenset[str]:
         bare = _CODE_SPAN_RE.sub(" ", bare)
     for word in bare.split():
         word = word.strip(_EDGE_PUNCTUATION)
-        # A word shaped like code holds "-", "_", "/", "=", "@", ":" or "."; most words hold
-        # none and are not matched against the patterns at all.
+        # Code holds one of - _ / = @ : . (_CODE_MARK_RE); most words are not matched at all.
         if (_CODE_MARK_RE.search(word) and _CODE_WORD_RE.fullmatch(word)
                 and not _ACRONYM_DOTS_RE.fullmatch(word)):
             found.add(word.lower())
