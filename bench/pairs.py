@@ -1,6 +1,6 @@
 """Measure the duplicate rule and its guards on memcli's own labelled memory pairs.
 
-    python bench/pairs.py [--pairs bench/pairs.jsonl] [--semantic] [--json] [--misses]
+    python bench/pairs.py [--pairs bench/pairs.jsonl] [--semantic] [--json] [--misses] [--store DIR]
 
 ``bench/pairs.jsonl`` holds pairs of agent memories written for this purpose, one JSON object
 a line: ``id``, ``label`` (0: must not merge, they state different facts; 1: should merge, one
@@ -167,6 +167,29 @@ def guard_cost(texts: Sequence[tuple[str, str]], repeat: int = 5) -> dict[str, f
             "plain_us": round(plain * 1e6, 1), "pairs": len(texts)}
 
 
+def store_pairs(store: Path) -> list[tuple[str, str]]:
+    """The raw texts of every pair the duplicate rule hands to the guards in a dry run of
+    ``store`` (pairs above the threshold, as the engine finds them). A dry run writes no
+    memory; it may write its caches under ``.cache/``."""
+    from memcli.consolidate import engine, rules
+    from memcli.consolidate.pairsearch import PairSearch
+    from memcli.store.store import Store
+
+    seen: list[tuple[str, str]] = []
+    original = PairSearch._guard
+
+    def recording(self: PairSearch, older: Any, newer: Any) -> str | None:
+        seen.append((rules.raw_text(older.mem.content), rules.raw_text(newer.mem.content)))
+        return original(self, older, newer)
+
+    PairSearch._guard = recording  # type: ignore[method-assign]
+    try:
+        engine.consolidate(Store.open(str(store)), dry_run=True)
+    finally:
+        PairSearch._guard = original  # type: ignore[method-assign]
+    return seen
+
+
 def format_report(result: dict[str, Any], misses: Sequence[dict[str, Any]] = ()) -> str:
     lines = []
     for name in ("must_not_merge", "should_merge"):
@@ -178,12 +201,13 @@ def format_report(result: dict[str, Any], misses: Sequence[dict[str, Any]] = ())
             lines.append(f"  {cls:<14} {counts['merged']:>3} of {counts['pairs']:>3} merged")
         lines.append("  guards (first to reject): "
                      + (", ".join(f"{g} {n}" for g, n in sorted(part["guards"].items())) or "none"))
-    if "cost" in result:
-        cost = result["cost"]
-        lines.append(f"guard cost: {cost['per_text_us']} us to analyse a text, {cost['per_pair_us']} us "
-                     f"to compare a pair (all guards; {cost['per_pair_unshared_us']} us with both texts "
-                     f"analysed again for the pair), over {cost['pairs']} pairs; the plain form for the "
-                     f"second look: {cost['plain_us']} us a text")
+    for key in [k for k in result if k.startswith("cost")]:
+        cost, where = result[key], key[len("cost"):].strip() or "these pairs"
+        lines.append(f"guard cost ({where}): {cost['per_text_us']} us to analyse a text, "
+                     f"{cost['per_pair_us']} us to compare a pair (all guards; "
+                     f"{cost['per_pair_unshared_us']} us with both texts analysed again for the "
+                     f"pair), over {cost['pairs']} pairs; the plain form for the second look: "
+                     f"{cost['plain_us']} us a text")
     for verdict in misses:
         lines.append(f"  miss {verdict['id']}: similarity {verdict['similarity']}"
                      + (f", cosine {verdict['cosine']}" if verdict["cosine"] is not None else "")
@@ -197,6 +221,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--semantic", action="store_true", help="also merge by embedding cosine")
     parser.add_argument("--misses", action="store_true", help="list the pairs the rule gets wrong")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--store", type=Path, action="append", default=[],
+                        help="also measure the guards' cost on the pairs a dry run of this store "
+                             "guards (repeatable; e.g. a store of bench/generate.py)")
     return parser.parse_args(argv)
 
 
@@ -216,6 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdicts = decide(pairs, args.semantic)
     result = summarise(verdicts)
     result["cost"] = guard_cost([(p.a, p.b) for p in pairs])
+    for store in args.store:
+        found = store_pairs(store)
+        if found:
+            result[f"cost {store}"] = guard_cost(found)
     misses = [v for v in verdicts if v["merged"] != bool(v["label"])] if args.misses else []
     print(json.dumps(result, indent=2) if args.json else format_report(result, misses))
     return 0

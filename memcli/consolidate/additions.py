@@ -54,38 +54,46 @@ EXTRA_DETAIL_RUN = 5
 EXTRA_DETAIL_CONTENT = 2
 
 
-def _longest_new_run(a: TextFeatures, b: TextFeatures) -> int:
+def _longest_new_run(a: TextFeatures, b: TextFeatures, enough: int | None = None) -> int:
     """Length of the longest run of words of A whose stem B lacks, counted once the run holds
-    :data:`EXTRA_DETAIL_CONTENT` content words.
+    :data:`EXTRA_DETAIL_CONTENT` content words; with ``enough``, the length of the first run
+    that reaches it (the caller only asks whether one does).
 
     A function word that B also has neither extends nor ends a run ("the", "of" bridge the
     new words of one clause); any other shared word ends it. The words of a bare attribution
     at either end of A ("..., Fraley said.") are not looked at.
     """
     stems_b = b.stems
-    lead, trail = a.attribution_words
     best = current = content = 0
-    for word in a.words[lead:len(a.words) - trail]:
-        if word[:STEM_LETTERS] not in stems_b:
+    for stem, is_content in a.once("body_walk", _body_walk):
+        if stem not in stems_b:
             current += 1
-            content += word not in STOPWORDS
-            if content >= EXTRA_DETAIL_CONTENT:
-                best = max(best, current)
-        elif word not in STOPWORDS:
+            content += is_content
+            if content >= EXTRA_DETAIL_CONTENT and current > best:
+                best = current
+                if enough is not None and best >= enough:
+                    return best
+        elif is_content:
             current = content = 0
     return best
+
+
+def _body_walk(text: TextFeatures) -> tuple[tuple[str, bool], ...]:
+    """The words :func:`_longest_new_run` walks (a bare attribution aside), as (stem, is a
+    content word): worked out once per text, walked once per pair."""
+    lead, trail = text.attribution_words
+    return tuple((word[:STEM_LETTERS], word not in STOPWORDS)
+                 for word in text.words[lead:len(text.words) - trail])
 
 
 def _body_stems(text: TextFeatures) -> tuple[dict[str, int], dict[str, int]]:
     """How often each stem occurs among the words :func:`_longest_new_run` walks (a bare
     attribution aside), over all words and over content words."""
-    lead, trail = text.attribution_words
     counts: dict[str, int] = {}
     content: dict[str, int] = {}
-    for word in text.words[lead:len(text.words) - trail]:
-        stem = word[:STEM_LETTERS]
+    for stem, is_content in text.once("body_walk", _body_walk):
         counts[stem] = counts.get(stem, 0) + 1
-        if word not in STOPWORDS:
+        if is_content:
             content[stem] = content.get(stem, 0) + 1
     return counts, content
 
@@ -113,7 +121,7 @@ def extra_detail(text_a: _Text, text_b: _Text) -> bool:
     said to a standing ovation.").
     """
     a, b = _f(text_a), _f(text_b)
-    return any(_may_hold_run(x, y) and _longest_new_run(x, y) >= EXTRA_DETAIL_RUN
+    return any(_may_hold_run(x, y) and _longest_new_run(x, y, EXTRA_DETAIL_RUN) >= EXTRA_DETAIL_RUN
                for x, y in ((a, b), (b, a)))
 
 

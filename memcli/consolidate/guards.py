@@ -129,6 +129,7 @@ _NUMBER_WORDS.update({word: value for value, word in enumerate(_ORDINALS)})
 _TENS = {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _NUMBER_WORDS.update(_TENS)
 _NUMBER_WORDS.update({"twenty": 20, "hundred": 100, "dozen": 12, "once": 1, "twice": 2})
+_DIGIT_RE = re.compile(r"[0-9]")  # every NUMBER_RE match holds one
 
 
 def _number_word_values(words: Sequence[str]) -> frozenset[str]:
@@ -152,6 +153,8 @@ def _number_word_values(words: Sequence[str]) -> frozenset[str]:
 
 def _numbers(text: TextFeatures) -> frozenset[str]:
     """The numbers written with digits in a text, canonicalised."""
+    if not _DIGIT_RE.search(text.text):
+        return frozenset()
     return frozenset(canonical_number(m) for m in NUMBER_RE.finditer(text.text))
 
 
@@ -202,9 +205,10 @@ def negation_differs(text_a: _Text, text_b: _Text) -> bool:
 def _is_negated(text: TextFeatures) -> bool:
     """True when a text holds a negation cue: a word such as "never" or a "n't" ending."""
     lowered = _NOT_ONLY_RE.sub(" ", text.text.lower().translate(_APOSTROPHES))
-    return any(
-        token in _NEGATION_WORDS or token.endswith("n't") for token in _NEGATION_TOKEN_RE.findall(lowered)
-    )
+    tokens = _NEGATION_TOKEN_RE.findall(lowered)
+    if not _NEGATION_WORDS.isdisjoint(tokens):
+        return True
+    return "n't" in lowered and any(token.endswith("n't") for token in tokens)
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,9 +309,14 @@ def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
     """(x, order word, y) for every content word x shortly before an order word and y
     shortly after it, within one sentence."""
     triples: set[_Triple] = set()
+    # No order word in the text (a "to" counts only after "from"): no sentence has a triple.
+    if _ORDER_WORDS.isdisjoint(text.word_set):
+        return frozenset()
     for sentence in _SENTENCE_SPLIT_RE.split(text.text):
         words = [w for w in default_process(sentence).split()
                  if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
+        if _ORDER_WORDS.isdisjoint(words):  # no order word in this sentence (nor a "from")
+            continue
         marks = [_is_order_word(words, pos) for pos in range(len(words))]
         for pos, word in enumerate(words):
             if marks[pos]:
@@ -405,11 +414,17 @@ def roles_swapped(text_a: _Text, text_b: _Text) -> bool:
     blocks = diff_blocks(first, second)
     if len(blocks) < 2:  # two phrases trading places leave two blocks, or one the region check reads
         return _region_swapped(first, second)
+    # Block i mirrors block j (i < j): A's side of i is B's side of j and the reverse, the
+    # sides differing. B's sides are looked up by content, not compared pair by pair.
+    sides_a = [seq_a[op.a0:op.a1] for op in blocks]
+    sides_b = [seq_b[op.b0:op.b1] for op in blocks]
+    where_b: dict[tuple[str, ...], list[int]] = {}
+    for j, side in enumerate(sides_b):
+        where_b.setdefault(side, []).append(j)
     mirrored = [
         (i, j) for i, op1 in enumerate(blocks) if op1.tag == "replace"
-        for j in range(i + 1, len(blocks))
-        if seq_a[op1.a0:op1.a1] == seq_b[blocks[j].b0:blocks[j].b1] != seq_b[op1.b0:op1.b1]
-        == seq_a[blocks[j].a0:blocks[j].a1]
+        for j in where_b.get(sides_a[i], ())
+        if j > i and sides_a[i] != sides_b[i] == sides_a[j]
     ]
     paired = {n for pair in mirrored for n in pair}
     for i, j in mirrored:
@@ -684,6 +699,7 @@ _CODE_WORD_RE = re.compile(
     r"|\S*\w[_/=@:]\w\S*"
     r"|\S*[A-Za-z0-9][.][A-Za-z]\S*"
 )
+_CODE_MARK_RE = re.compile(r"[-_/=@:.]")  # each _CODE_WORD_RE form holds one of these
 _ACRONYM_DOTS_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]?\.?")
 _EDGE_PUNCTUATION = "\"'()[]{}<>,;.!?`*"
 
@@ -692,11 +708,16 @@ def _identifiers(text: TextFeatures) -> frozenset[str]:
     """Every word of a code span (`make test`) and every bare word shaped like code, in lower
     case, without the punctuation around it."""
     found: set[str] = set()
-    for span in _CODE_SPAN_RE.findall(text.text):
-        found.update(w.strip(_EDGE_PUNCTUATION).lower() for w in span.split())
-    for word in _CODE_SPAN_RE.sub(" ", text.text).split():
+    bare = text.text
+    if "`" in bare:
+        for span in _CODE_SPAN_RE.findall(bare):
+            found.update(w.strip(_EDGE_PUNCTUATION).lower() for w in span.split())
+        bare = _CODE_SPAN_RE.sub(" ", bare)
+    for word in bare.split():
         word = word.strip(_EDGE_PUNCTUATION)
-        if _CODE_WORD_RE.fullmatch(word) and not _ACRONYM_DOTS_RE.fullmatch(word):
+        # Code holds one of - _ / = @ : . (_CODE_MARK_RE); most words are not matched at all.
+        if (_CODE_MARK_RE.search(word) and _CODE_WORD_RE.fullmatch(word)
+                and not _ACRONYM_DOTS_RE.fullmatch(word)):
             found.add(word.lower())
     found.discard("")
     return frozenset(found)

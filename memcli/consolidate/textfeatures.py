@@ -125,7 +125,7 @@ class TextFeatures:
     @cached_property
     def stems(self) -> frozenset[str]:
         """First letters of each normalised word: forms of one word share them."""
-        return frozenset(w[:STEM_LETTERS] for w in self.words)
+        return frozenset([w[:STEM_LETTERS] for w in self.words])
 
     @cached_property
     def tokens(self) -> tuple[Word, ...]:
@@ -163,11 +163,17 @@ class TextFeatures:
         return plain_form(self.text)
 
     @cached_property
+    def _statement_span(self) -> tuple[int, int]:
+        """Where the statement stands (:func:`memcli.consolidate.restate.statement_span`),
+        found once for :attr:`statement` and :attr:`attribution_words`."""
+        return statement_span(self.text)
+
+    @cached_property
     def statement(self) -> TextFeatures:
         """The features of what the text states, a bare attribution at its start or end set
         aside ("..., he said."; :func:`memcli.consolidate.restate.statement_span`); the text's
         own features when it has none."""
-        start, end = statement_span(self.text)
+        start, end = self._statement_span
         if start == 0 and not self.text[end:].strip():
             return self
         return TextFeatures(self.text[start:end])
@@ -175,7 +181,7 @@ class TextFeatures:
     @cached_property
     def attribution_words(self) -> tuple[int, int]:
         """How many of :attr:`words` a bare attribution takes at the start and at the end."""
-        start, end = statement_span(self.text)
+        start, end = self._statement_span
         if start == 0 and not self.text[end:].strip():
             return (0, 0)
         return (len(default_process(self.text[:start]).split()),
@@ -211,8 +217,10 @@ def canon(token: str) -> str:
     return token.replace(".", "").replace("'", "").lower()
 
 
+@lru_cache(maxsize=4096)
 def _starts_sentence(mark: str, previous: str) -> bool:
-    """True when the mark makes the next capital letter sentence case."""
+    """True when the mark makes the next capital letter sentence case. (Cached: a few marks
+    after a store's vocabulary.)"""
     if mark in _SENTENCE_MARKS:
         return True
     if mark[0] in ".!?":
@@ -244,23 +252,37 @@ def _classify(part: str, at_start: bool) -> tuple[str, bool, bool, bool]:
     return (form, name, acronym, capitalised)
 
 
+_Parts = tuple[tuple[str, bool, bool, bool], ...]
+
+
+@lru_cache(maxsize=65536)
+def _token_parts(token: str, at_start: bool) -> tuple[bool, _Parts]:
+    """Whether a word token starts a clause ("and", "but"...), and its parts as
+    :func:`_classify` sees them. Hyphenated words are split ("al-Qaida", "New York-based") so
+    that each part can match on its own; a hyphenated acronym stays whole. (Cached: a text is
+    analysed token by token, and a store repeats its vocabulary.)"""
+    parts = [token] if "-" not in token or ACRONYM_RE.fullmatch(token) else token.split("-")
+    return (token.lower() in _CLAUSE_WORDS, tuple(_classify(part, at_start) for part in parts if part))
+
+
 def _text_words(text: str) -> tuple[Word, ...]:
-    """The words of a raw text in order. Hyphenated words are split ("al-Qaida", "New
-    York-based") so that each part can match on its own."""
+    """The words of a raw text in order (hyphenated words split, see :func:`_token_parts`)."""
     words: list[Word] = []
+    append = words.append
+    make = tuple.__new__  # a Word from a ready tuple, without NamedTuple.__new__'s extra call
     at_start, previous, clause, sentence = True, "", 0, 0
     for token in _TOKEN_RE.findall(text):
-        if not token[0].isalnum():
+        if token[0].isalnum():
+            clause_word, parts = _token_parts(token, at_start)
+            clause += clause_word
+            for part in parts:
+                append(make(Word, (*part, at_start, clause, sentence)))
+            at_start = False
+        else:
             starts = _starts_sentence(token, previous)
             at_start = at_start or starts
             clause += token[0] in _CLAUSE_MARKS
             sentence += (starts and token[0] in ".!?") or token == "\n"
-        else:
-            clause += token.lower() in _CLAUSE_WORDS
-            parts = [token] if "-" not in token or ACRONYM_RE.fullmatch(token) else token.split("-")
-            words.extend(Word(*_classify(part, at_start), at_start, clause, sentence)
-                         for part in parts if part)
-            at_start = False
         previous = token
     return tuple(words)
 

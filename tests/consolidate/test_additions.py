@@ -162,3 +162,18 @@ def test_a_country_by_another_of_its_names() -> None:
     assert not both(entities_differ, "Prospects for UK exports are weak.", "Prospects for British exports are weak.")
     assert both(entities_differ, "But U.S. troops will not shrink from raids.",
                 "But French troops will not shrink from raids.")
+
+
+_RUN_WORDS = st.sampled_from(["the", "of", "rollback", "deploy", "queue", "restart", "worker", "and",
+                              "pending", "jobs", "after", "cache", "twice", "with", "said"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_RUN_WORDS, min_size=1, max_size=30), st.lists(_RUN_WORDS, min_size=1, max_size=12),
+       st.integers(min_value=1, max_value=8))
+def test_a_run_search_that_stops_early_answers_the_same(a: list[str], b: list[str], enough: int) -> None:
+    text_a, text_b = TextFeatures(" ".join(a)), TextFeatures(" ".join(b))
+    full = _longest_new_run(text_a, text_b)
+    early = _longest_new_run(text_a, text_b, enough)
+    assert (early >= enough) == (full >= enough) and early <= full
+    assert early == full or early >= enough

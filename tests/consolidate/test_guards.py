@@ -645,3 +645,19 @@ def test_pair_set_targets() -> None:
     result = pairs_bench.summarise(pairs_bench.decide(pairs_bench.load_pairs()))
     assert result["must_not_merge"]["rate"] <= 0.02
     assert result["should_merge"]["rate"] >= 0.70
+
+
+@pytest.mark.slow
+def test_store_pairs_are_the_pairs_a_dry_run_guards(tmp_path: Path) -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench import generate
+
+    generate.generate(tmp_path / "store", 300, shape="small")
+    found = pairs_bench.store_pairs(tmp_path / "store")
+    assert found and all(isinstance(a, str) and isinstance(b, str) and a != b for a, b in found)
+    from memcli.consolidate.pairsearch import PairSearch
+
+    assert PairSearch._guard.__name__ == "_guard"  # the recording wrapper is taken off again
+    cost = pairs_bench.guard_cost(found[:5], repeat=1)
+    assert cost["pairs"] == len(found[:5]) and cost["per_pair_unshared_us"] > 0
