@@ -8,8 +8,9 @@ Layout: `.cache/recall/current` names the live generation `gen-<token>/`, which 
 tantivy index (`tantivy/`), one rows file per memory folder (`rows/<folder>.json`: file name
 -> size, mtime, id, plus the files that are bad input and why), `folders.json` (per folder:
 the folder's mtime when the rows were last known to match it) and `pending.jsonl` (documents
-of memories written since the last commit, see below). A rebuild makes a new generation and
-then switches `current`, so a reader never sees a half-built index.
+of memories written since the last commit, and the folders' new mtimes, see below). A
+rebuild makes a new generation and then switches `current`, so a reader never sees a
+half-built index.
 
 Checked against the files the way `_index.json` is: a folder whose mtime is still the one in
 `folders.json` is as indexed (creating, removing or replacing a file moves it, and memcli
@@ -21,7 +22,11 @@ timestamp tick would not move it). A missing, unreadable or foreign index is reb
 Writes keep it current. A write that knows its files (`add`, folding uses, capture) uses
 `keeping_current`: each file is noted before it is written; afterwards its document goes to
 `pending.jsonl` (a fraction of a millisecond) instead of a tantivy commit (12 ms of fsyncs),
-and the next search commits every pending document at once. A consolidation run, undo or
+and the next search commits every pending document at once. The folder's new mtime goes to
+the same file, after the documents, as a stamp line (`{"folder", "stamp", "bad"}`): reading
+the generation applies it to `folders.json`'s state, so an add appends one file and replaces
+none (replacing `folders.json` was most of an add's time on a busy disk). A torn last line is
+ignored: without its stamp the folder is listed again by the next search. A consolidation run, undo or
 restore (`after_run`) brings the folders it touched in line before it returns. All index
 writes hold `.cache/recall/.lock`, never the store lock: recall and the hooks are read paths.
 """
@@ -116,11 +121,13 @@ def schema() -> Any:
 class Generation:
     """One built index on disk, with its folders' state (rel -> {"stamp", "bad"})."""
 
-    __slots__ = ("path", "folders")
+    __slots__ = ("path", "folders", "pending", "has_pending")
 
     def __init__(self, path: Path, folders: dict[str, Any] | None = None) -> None:
         self.path = path
         self.folders: dict[str, Any] = folders if folders is not None else {}
+        self.pending: list[dict[str, Any]] = []  # documents written since the last commit
+        self.has_pending = False  # pending.jsonl holds anything (documents or stamps)
 
     @property
     def tantivy_dir(self) -> Path:
@@ -175,6 +182,7 @@ def current(root: Path) -> Generation | None:
             or not isinstance(data.get("folders"), dict):
         return None
     gen.folders = data["folders"]
+    _load_pending(gen)
     return gen
 
 
@@ -407,6 +415,10 @@ def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force
     stale = [rel for rel in rels if force or not _vouched(store, gen, rel)]
     pending = _read_pending(gen)
     if not stale and not pending:
+        if gen.has_pending:  # stamp lines alone (their documents' lines torn): keep the stamps
+            gen.save_folders()
+            _write(gen.path / "pending.jsonl", b"")
+            gen.has_pending = False
         for rel in rels:
             problems.extend(_bad_at(gen, rel))
         return False
@@ -455,9 +467,10 @@ def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force
             gen.folders[rel]["bad"] = bool(data.get("bad"))
         if not data["rows"] and not data["bad"] and rel not in folders:
             gen.folders.pop(rel, None)
-    gen.save_folders()
-    if pending:
+    gen.save_folders()  # (with the pending stamps) before pending.jsonl is emptied
+    if gen.has_pending:
         _write(gen.path / "pending.jsonl", b"")
+        gen.pending, gen.has_pending = [], False
     for rel in rels:
         if rel not in stale:
             problems.extend(_bad_at(gen, rel))
@@ -495,17 +508,38 @@ def _bad_at(gen: Generation, rel: str) -> Problems:
 
 
 def _read_pending(gen: Generation) -> list[dict[str, Any]]:
+    """The documents written since the last commit (read with the generation)."""
+    return gen.pending
+
+
+def _load_pending(gen: Generation) -> None:
+    """Read `pending.jsonl`: its documents into `gen.pending`, its stamp lines into
+    `gen.folders` (in order: each was written under the index lock after the documents
+    it vouches for). A line that does not parse is skipped, and so is every stamp after it:
+    a write torn by a crash runs into the next write's first line, whose documents would
+    then be lost under a stamp that vouches for them (without it, the folder is listed)."""
     try:
         raw = (gen.path / "pending.jsonl").read_bytes()
     except OSError:
-        return []
-    docs: list[dict[str, Any]] = []
+        return
+    gen.has_pending = bool(raw)
+    torn = False
     for line in raw.split(b"\n"):
-        with contextlib.suppress(ValueError):
-            doc = json.loads(line) if line.strip() else None
-            if isinstance(doc, dict) and isinstance(doc.get("key"), str):
-                docs.append(doc)
-    return docs
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            torn = True
+            continue
+        if not isinstance(doc, dict):
+            torn = True
+        elif isinstance(doc.get("key"), str):
+            gen.pending.append(doc)
+        elif isinstance(doc.get("folder"), str) and not torn:
+            stamp = doc.get("stamp")
+            gen.folders[doc["folder"]] = {"stamp": stamp if isinstance(stamp, int) else None,
+                                          "bad": bool(doc.get("bad"))}
 
 
 # ---------------------------------------------------------------- writers keep it current
@@ -536,10 +570,10 @@ def keeping_current(store: Any) -> Iterator[Callable[[Any, str], None]]:
 
 
 def _queue(store: Any, noted: dict[str, tuple[Any, int | None, list[str]]]) -> None:
-    """Append the noted files' documents (and rows) to pending.jsonl; only folders.json is
-    rewritten, never a folder's rows (a cost that would grow with the folder)."""
-    gen = current(store.root)
-    if gen is None:
+    """Append the noted files' documents (and rows) to pending.jsonl, each folder's new
+    stamp after them; no other file is written (a folder's rows would cost what the folder
+    holds, `folders.json` a replace)."""
+    if not (base_dir(store.root) / "current").exists():
         return  # no index yet: the first search builds it
     with writing(store.root, wait=0.5) as locked:
         if not locked:
@@ -557,11 +591,10 @@ def _queue(store: Any, noted: dict[str, tuple[Any, int | None, list[str]]]) -> N
                 line, is_bad = _pending_line(store, folder, name)
                 lines.append(line)
                 bad = bad or is_bad
-            gen.folders[rel] = {"stamp": _mtime(folder.path), "bad": bad}
-        if lines:
+            lines.append(_orjson().dumps({"folder": rel, "stamp": _mtime(folder.path), "bad": bad}) + b"\n")
+        if lines:  # one write: a crash leaves at most the last line torn (then the stamp)
             with open(gen.path / "pending.jsonl", "ab") as handle:
                 handle.write(b"".join(lines))
-        gen.save_folders()
 
 
 def _pending_line(store: Any, folder: Any, name: str) -> tuple[bytes, bool]:
@@ -661,7 +694,4 @@ def ready(store: Any, rels: list[str], problems: Problems,
 
 
 def _has_pending(gen: Generation) -> bool:
-    try:
-        return (gen.path / "pending.jsonl").stat().st_size > 0
-    except OSError:
-        return False
+    return gen.has_pending
