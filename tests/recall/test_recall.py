@@ -255,7 +255,7 @@ def test_lean_start_up(store: Path) -> None:
     code = (f"import sys, runpy\nsys.argv = ['memcli', '--store', {str(store)!r}] + sys.argv[1:]\n"
             "from memcli.cli.fast import dispatch\nimport io, contextlib\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    dispatch(sys.argv[1:])\n"
-            "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz', 'yaml', 'orjson', 'filelock',\n"
+            "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz', 'yaml', 'orjson', 'filelock', 'secrets',\n"
             "                     'dataclasses', 'memcli.config', 'memcli.store.store', 'memcli.store.model')\n"
             "         if m in sys.modules]\n"
             "print(','.join(heavy) or 'none')\n")
