@@ -342,22 +342,18 @@ _ENTRY_SIG = re.compile(rb',"size":(\d+),"mtime_ns":(\d+),"content_hash":"')
 def _vouchers(folder: Path) -> dict[str, tuple[int, int, str]]:
     """File name -> (size, mtime, id) of each `_index.json` entry with a content hash: the
     store read and checked that file as it was then ({} when the index is missing or
-    unreadable)."""
+    unreadable). Heads and signatures are paired by their order when there are as many of
+    each as entries; a pairing gone wrong (an index edited by hand) could only make a file
+    look changed, since `_read_trusted` compares each file's own size, mtime and id."""
     try:
         raw = (folder / "_index.json").read_bytes()
     except OSError:
         return {}
-    heads = list(_ENTRY_HEAD.finditer(raw))
-    sigs = list(_ENTRY_SIG.finditer(raw))
-    if heads and len(heads) == len(sigs):
-        found: dict[str, tuple[int, int, str]] = {}
-        ends = [head.start() for head in heads[1:]] + [len(raw)]
-        for head, sig, end in zip(heads, sigs, ends, strict=True):
-            if not head.end() < sig.start() < end:
-                break  # not the layout expected: parse it
-            found[head.group(2).decode()] = (int(sig.group(1)), int(sig.group(2)), head.group(1).decode())
-        else:
-            return found
+    heads = _ENTRY_HEAD.findall(raw)
+    sigs = _ENTRY_SIG.findall(raw)
+    if heads and len(heads) == len(sigs) == raw.count(b'{"id":"'):
+        return {file.decode(): (int(size), int(mtime), mem_id.decode())
+                for (mem_id, file), (size, mtime) in zip(heads, sigs, strict=True)}
     return _parsed_vouchers(raw)
 
 
