@@ -103,7 +103,3 @@ def documents_of(rel: str, records: list[tuple[str, dict[str, Any], int, int]]
 def tantivy_document(tv: Any, schema: Any, doc: dict[str, Any]) -> Any:
     """A document as tantivy takes it (typed by the schema: the cheapest way in)."""
     return tv.Document.from_dict(doc, schema)
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
