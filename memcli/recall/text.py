@@ -7,6 +7,8 @@ for memories and queries alike so that both sides always meet.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from itertools import accumulate
 
 # A raw token of a query: letters, digits and underscores, joined by . / - : @ # (paths,
 # versions, dotted names, kebab-case); each is planned on its own (memcli.recall.search).
@@ -55,16 +57,25 @@ def shapes(text: str) -> tuple[bool, bool]:
 
 def shaped(texts: list[str]) -> list[int]:
     """The positions of the texts that `shapes` says may hold either shape, found for all of
-    them at once (a few C-speed passes over their bytes instead of work per text)."""
+    them at once: each class string is searched whole (C-speed `find` over a folder's text,
+    most of which holds no shape), and a hit skips to the next text."""
     if not texts:
         return []
-    raw = "\x00".join(texts).encode("utf-8", "surrogatepass")
-    joined = raw.translate(_JOINED).split(b"|")
-    cases = raw.translate(_CASES).split(b"|")
-    if len(joined) != len(texts):  # a text holds a NUL of its own: one at a time
-        return [n for n, one in enumerate(texts) if any(shapes(one))]
-    return [n for n, (j, c) in enumerate(zip(joined, cases, strict=True))
-            if b"wsw" in j or b"aA" in c or b"AAa" in c]
+    whole = "\x00".join(texts)
+    raw = whole.encode("utf-8", "surrogatepass")
+    sizes = (len(t) for t in texts) if len(raw) == len(whole) else \
+        (len(t.encode("utf-8", "surrogatepass")) for t in texts)  # (ASCII: characters are bytes)
+    ends = list(accumulate(size + 1 for size in sizes))  # each text's end, past its NUL
+    found: set[int] = set()
+    for table, needles in ((_JOINED, (b"wsw",)), (_CASES, (b"aA", b"AAa"))):
+        classes = raw.translate(table)  # a NUL is "|": no needle reaches into the next text
+        for needle in needles:
+            at = classes.find(needle)
+            while at >= 0:
+                n = bisect_right(ends, at)
+                found.add(n)
+                at = classes.find(needle, ends[n])
+    return sorted(found)
 
 
 def code_terms(text: str, joined: bool = True, camel: bool = True) -> list[str]:

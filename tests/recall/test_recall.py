@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -254,7 +255,7 @@ def test_lean_start_up(store: Path) -> None:
     code = (f"import sys, runpy\nsys.argv = ['memcli', '--store', {str(store)!r}] + sys.argv[1:]\n"
             "from memcli.cli.fast import dispatch\nimport io, contextlib\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    dispatch(sys.argv[1:])\n"
-            "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz', 'yaml', 'orjson', 'filelock',\n"
+            "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz', 'yaml', 'orjson', 'filelock', 'secrets',\n"
             "                     'dataclasses', 'memcli.config', 'memcli.store.store', 'memcli.store.model')\n"
             "         if m in sys.modules]\n"
             "print(','.join(heavy) or 'none')\n")
@@ -276,3 +277,79 @@ def test_scope_id_and_id_rules_match_the_store() -> None:
     for name in ("coder", "a.b-c_1", "", ".", "..", ".hidden", "x" * 100, "x" * 101, "a/b", "é", "a b"):
         assert place.is_valid_scope_id(name) == store_mod.is_valid_scope_id(name), name
     assert uses._ID_RE.pattern == model.ID_RE.pattern
+
+
+def _vouched_store(store: Path, summary: str) -> tuple[Store, Path, dict[str, Any]]:
+    """A store whose index vouches for the coder folder (its mtime older than a second)."""
+    first = add(store, summary=summary)
+    folder = store / "agent" / "coder"
+    past = os.stat(folder).st_mtime - 10
+    os.utime(folder, (past, past))
+    st = Store(store)
+    assert ids(search.recall(st, summary)) == [first["id"]]
+    gen = rindex.current(store)
+    assert gen is not None and gen.folders["agent/coder"]["stamp"] == os.stat(folder).st_mtime_ns
+    return st, folder, first
+
+
+def _add_note(st: Store, summary: str) -> memories.AddResult:
+    with st.writing(5):
+        return memories.add_memory(st, memories.NewMemory("semantic", "fact", "agent", "coder", ["x"], "normal",
+                                                          "agent:coder", summary), MOMENT)
+
+
+def test_an_add_appends_its_document_and_stamp_and_replaces_nothing(store: Path) -> None:
+    st, folder, _first = _vouched_store(store, "Grafana dashboards live in the ops repo")
+    gen = rindex.current(store)
+    assert gen is not None
+    folders_json = gen.path / "folders.json"
+    before = (folders_json.read_bytes(), os.stat(folders_json).st_ino)
+    result = _add_note(st, "Grafana alerts go to the pager")
+    assert (folders_json.read_bytes(), os.stat(folders_json).st_ino) == before  # not replaced
+    lines = [json.loads(line) for line in (gen.path / "pending.jsonl").read_bytes().splitlines()]
+    assert [line.get("key") for line in lines] == [f"agent/coder/{result.id}.json", None]
+    assert lines[1] == {"folder": "agent/coder", "stamp": os.stat(folder).st_mtime_ns, "bad": False}
+    # read with the generation: the folder is vouched for, with documents pending
+    seen = rindex.current(store)
+    assert seen is not None and seen.folders["agent/coder"]["stamp"] == os.stat(folder).st_mtime_ns
+    assert rindex.open_current(store, ["agent/coder"], [], pending_ok=True) is not None
+    assert rindex.open_current(store, ["agent/coder"], []) is None  # a plain reader commits first
+    assert result.id in ids(search.recall(st, "grafana alerts pager"))
+    assert (gen.path / "pending.jsonl").read_bytes() == b""
+    saved = json.loads(folders_json.read_bytes())["folders"]["agent/coder"]
+    assert saved["stamp"] == os.stat(folder).st_mtime_ns  # the stamp kept when pending was emptied
+    assert rindex.open_current(store, ["agent/coder"], []) is not None
+
+
+@pytest.mark.parametrize("damage", ["stamp_torn", "torn_write_then_another"])
+def test_a_torn_pending_line_never_vouches_for_a_lost_document(store: Path, damage: str) -> None:
+    st, folder, _first = _vouched_store(store, "Grafana dashboards live in the ops repo")
+    gen = rindex.current(store)
+    assert gen is not None
+    old_stamp = gen.folders["agent/coder"]["stamp"]
+    pending = gen.path / "pending.jsonl"
+    if damage == "stamp_torn":  # a crash in the middle of the add's one write
+        result = _add_note(st, "Grafana alerts go to the pager")
+        pending.write_bytes(pending.read_bytes()[:-20])
+    else:  # a crash tore a write to another folder; the next add's document runs into it
+        pending.write_bytes(b'{"key":"team/backend/mem_x.json","folder":"team/backend","summ')
+        result = _add_note(st, "Grafana alerts go to the pager")
+        assert pending.read_bytes().count(b"\n") == 2  # the torn line and this document, then the stamp
+    seen = rindex.current(store)
+    assert seen is not None and seen.folders["agent/coder"]["stamp"] == old_stamp  # no stamp applied
+    assert rindex.open_current(store, ["agent/coder"], [], pending_ok=True) is None
+    # the next search lists the folder again: nothing written is missed
+    assert result.id in ids(search.recall(st, "grafana alerts pager", "coder", 5))
+    assert pending.read_bytes() == b""
+
+
+def test_stamp_lines_alone_are_kept_and_emptied(store: Path) -> None:
+    st, folder, first = _vouched_store(store, "Grafana dashboards live in the ops repo")
+    gen = rindex.current(store)
+    assert gen is not None
+    stamp = gen.folders["agent/coder"]["stamp"]
+    (gen.path / "pending.jsonl").write_bytes(json.dumps({"folder": "agent/coder", "stamp": stamp,
+                                                         "bad": False}).encode() + b"\n")
+    assert ids(search.recall(st, "grafana dashboards")) == [first["id"]]
+    assert (gen.path / "pending.jsonl").read_bytes() == b""
+    assert rindex.open_current(store, ["agent/coder"], []) is not None

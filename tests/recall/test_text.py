@@ -52,6 +52,18 @@ def test_shaped_finds_the_same_texts_all_at_once() -> None:
     assert text.shaped(SAMPLES[:1] * 3) == []
 
 
+@pytest.mark.parametrize("texts", [
+    ["a.", "b", "prose", "x", "y.z"],  # a shape never spans two texts: only the last holds one
+    ["größe", "über.", "ab", "cD", "é"],  # non-ASCII before: byte offsets are not characters
+    ["a.b c.d eF GHi", "", "", "a.b"],  # several hits in one text; empty texts between
+    ["aB", "\x00", "\x00x.y", "A\x00B", "x\x00"],  # a text's own NULs
+    ["\ud800 a.b", "plain", "q.r"],  # a lone surrogate (kept by surrogatepass)
+    ["prose " * 50 + "x.y"] + ["prose"] * 3 + ["Tail" * 3 + "AAb"],  # at a text's very end
+])
+def test_shaped_at_text_boundaries(texts: list[str]) -> None:
+    assert text.shaped(texts) == [n for n, one in enumerate(texts) if any(text.shapes(one))]
+
+
 def test_camel_parts() -> None:
     assert text.camel_parts("call getUserName on HTTPServer") == "get User Name HTTP Server"
     assert text.camel_parts("all lower case") == ""

@@ -40,3 +40,33 @@ def test_another_layout_is_parsed_and_an_entry_without_a_hash_vouches_for_nothin
     assert len(rindex._vouchers(folder)) == 3
     (folder / "_index.json").write_text("{not json")
     assert rindex._vouchers(folder) == {}
+
+
+def test_signatures_paired_wrong_only_make_files_look_changed(store: Path) -> None:
+    """An index edited by hand so that signatures pair with the wrong files (the first entry
+    lost its hash, the second holds a second signature): no file is trusted on another's
+    word, and a build still indexes every memory as its file says."""
+    made = [add(store, summary=f"note {word}") for word in ("alpha", "bravo", "charlie", "delta")]
+    memories.reindex(Store(store))
+    folder = store / "agent" / "coder"
+    raw = (folder / "_index.json").read_bytes()
+    data = json.loads(raw)
+    entries = data["entries"]
+    del entries[0]["content_hash"]
+    entries[1]["x"] = {"y": 0, "size": 1, "mtime_ns": 2, "content_hash": "f"}  # a nested signature
+    head = raw[:raw.index(b',"entries":[')]
+    body = b",".join(json.dumps(e, separators=(",", ":")).encode() for e in entries)
+    (folder / "_index.json").write_bytes(head + b',"entries":[' + body + b"]}")
+    found = rindex._vouchers(folder)
+    assert len(found) == 4  # paired by order
+    by_file = {e["file"]: e for e in entries}
+    for name, voucher in found.items():
+        trusted = rindex._read_trusted(str(folder / name), name, voucher)
+        right = (by_file[name].get("content_hash") is not None
+                 and voucher == (by_file[name]["size"], by_file[name]["mtime_ns"], by_file[name]["id"]))
+        assert (trusted is not None) == right
+    from memcli.recall import search
+
+    st = Store(store)
+    for mem, word in zip(made, ("alpha", "bravo", "charlie", "delta"), strict=True):
+        assert [r.id for r in search.recall(st, word)] == [mem["id"]]
