@@ -105,9 +105,15 @@ def _unsafe_actions(store: Store, plan: Plan) -> dict[int, str]:
     the memory folders) or cannot (a folder it may not write): skipped whole, before the
     journal is written, so that one bad folder stops only what would change it."""
     found: dict[int, str] = {}
+    folders: dict[str, str | None] = {}  # a folder's problem is the same for each of its files
     for n, action in enumerate(plan.actions):
         for op in action.ops:
-            problem = paths.path_problem(store.root, op.path) or _unwritable(store, op.path)
+            problem = paths.file_problem(op.path)
+            if problem is None:
+                parent = op.path.rpartition("/")[0]
+                if parent not in folders:
+                    folders[parent] = paths.link_problem(store.root, op.path) or _unwritable(store, op.path)
+                problem = folders[parent]
             if problem:
                 found[n] = problem
                 break
@@ -210,7 +216,7 @@ def _pre_image(store: Store, run_id: str, rel: str, batch: fsops.Staged) -> None
     target = run_dir(store, run_id) / rel
     if not target.exists():
         fsops.ensure_parent(target)
-        batch.write_new(target, fsops.read_bytes(store.root / rel))
+        batch.keep_copy(store.root / rel, target)  # a second link where safe: no bytes written
 
 
 def _manifest(store: Store, run_id: str, before: dict[str, str | None],
