@@ -55,3 +55,43 @@ def test_each_folder_s_caches_leave_memory_when_the_run_is_done_with_it(
     # the caches the run saved folder by folder are the steady state: a dry run now signs nothing
     monkeypatch.setattr(candidates, "signatures", lambda texts: pytest.fail(f"signed {len(texts)} texts"))
     engine.consolidate(Store(store), dry_run=True)
+
+
+def test_recording_a_first_run_reads_only_what_it_wrote_and_run_hash_is_what_a_reread_gives(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _store(store)  # no index anywhere: the run's planning reads every file
+    reads: list[str] = []
+    applying = [False]
+    real_read, real_apply = Store._read, engine.apply
+
+    def read(self: Store, path: Path, *args: object) -> object:
+        if applying[0]:
+            reads.append(self.rel(path))
+        return real_read(self, path, *args)  # type: ignore[arg-type]
+
+    def apply(*args: object, **kwargs: object) -> object:
+        applying[0] = True
+        try:
+            return real_apply(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            applying[0] = False
+
+    monkeypatch.setattr(Store, "_read", read)
+    monkeypatch.setattr(engine, "apply", apply)
+    out = engine.consolidate(Store(store))
+    changed = [a for a in out.actions if a["type"] in ("merge", "summarize", "promote", "archive")]
+    assert changed and reads and len(reads) == len(set(reads))  # each file read once at most
+    assert len(reads) < 7  # what the merges wrote, not the 21 memories of the three folders
+    s = Store(store)
+    for folder in s.memory_folders():
+        reread = s.scan(folder, load=True).memories  # every file read again, from nothing cached
+        if not reread:
+            continue
+        saved = index.load(folder.path)
+        assert saved is not None
+        assert {e["id"]: e["run_hash"] for e in saved["entries"]} == {
+            m.id: m.content_hash for m in reread.values()}
+        assert {e["id"]: (e["size"], e["mtime_ns"]) for e in saved["entries"]} == {
+            m.id: (m.size, m.mtime_ns) for m in reread.values()}
+        snap = index.load_lastrun(folder.cache())
+        assert snap is not None and sorted(snap.names) == sorted(m.path.name for m in reread.values())
