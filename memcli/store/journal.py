@@ -316,9 +316,8 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
         return set()  # a folder memcli may not read is left as it is (a scan reports it)
     if scan.index is None and not scan.entries and not (folder.path / "_index.json").exists():
         return set()  # an empty folder with no index (e.g. one a rolled-back run created) needs none
-    if refresh_run_hash:
-        for entry in scan.entries:
-            entry["run_hash"] = entry["content_hash"]
+    if refresh_run_hash:  # new dicts: a trusted scan hands over the saved index's own entries
+        scan.entries = [{**entry, "run_hash": entry["content_hash"]} for entry in scan.entries]
     if (refresh_run_hash or scan.drift) and not index.same_entries(scan.index, scan.entries):
         store.save_index(folder, scan.entries)  # unchanged entries: not rewritten (a shared store tracks it)
     if refresh_run_hash and folder.scope != "archive":
