@@ -3,7 +3,6 @@ the files still match them), session_end only what changed and its duplicate can
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 from memcli.consolidate import rules, since
@@ -41,11 +40,6 @@ class FolderLoading(PlannerBase):
         only if a rule needs its text or rewrites it."""
         scan = self.store.scan(folder, load=False, compare=False, names=names)
         self.problems += [p for p in scan.problems if p.code != "index_gone"]  # the run rewrites it
-        if scan.memories and self.opts.warm_caches and not scan.unreadable:
-            # files read for want of an index entry: the entries just made go to the index now,
-            # so that recording the run reads again only the files it changes, not the folder
-            with contextlib.suppress(OSError):
-                self.store.save_index(folder, scan.entries)
         mems = dict(scan.memories)
         unread = [e for e in scan.entries if e["id"] not in mems]
         mems.update((m.id, m) for m in self.store.planned(folder, unread))
