@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import random
 import re
 import sys
@@ -199,19 +200,46 @@ def record(rng: random.Random, scope: str, scope_id: str, kind: tuple[str, str],
             "supersedes": [], "superseded_by": [], "promoted_to": None, "promoted_from": None}
 
 
+CHUNK = 50_000  # memories a worker writes with one random stream (see generate)
+
+
 def generate(root: Path, n: int, *, dup_share: float = 0.02, seed: int = 7,
-             shape: str = "huge") -> list[tuple[str, str]]:
-    """Write a store of n memories; returns the planted (original id, near-duplicate id) pairs."""
+             shape: str = "huge", jobs: int = 1) -> list[tuple[str, str]]:
+    """Write a store of n memories; returns the planted (original id, near-duplicate id) pairs.
+
+    The memories are made in chunks of CHUNK, each from its own random stream (the first from
+    `seed` itself, so a store of up to CHUNK memories is what it always was), and a planted
+    near-duplicate restates a memory of its own chunk: the store depends on (n, shape, seed)
+    only, never on `jobs`, the number of processes writing the chunks side by side."""
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
-    rng = random.Random(seed)
     for sub in ("ops", "archive"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    for scope, scope_id in _folders(n, shape):  # made once here, not checked file by file
+        (root / "global" if scope == "global" else root / scope / scope_id).mkdir(parents=True, exist_ok=True)
+    chunks = [(root, n, start, min(n, start + CHUNK), dup_share, seed, shape)
+              for start in range(0, n, CHUNK)]
+    if jobs <= 1 or len(chunks) == 1:
+        return [pair for chunk in chunks for pair in _chunk(*chunk)]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return [pair for found in pool.map(_chunk_args, chunks) for pair in found]
+
+
+def _chunk_args(args: tuple[Any, ...]) -> list[tuple[str, str]]:
+    return _chunk(*args)
+
+
+def _chunk(root: Path, n: int, start: int, stop: int, dup_share: float, seed: int,
+           shape: str) -> list[tuple[str, str]]:
+    """Write memories start..stop-1 of a store of n (see generate)."""
+    rng = random.Random(seed if start == 0 else f"{seed}:{start}")
     folders = _folders(n, shape)
     written: list[dict[str, Any]] = []
     planted: list[tuple[str, str]] = []
-    for i in range(n):
+    for i in range(start, stop):
         if written and rng.random() < dup_share:
             src = rng.choice(written)
             data = record(rng, src["scope"], src["scope_id"], (src["type"], src["subtype"]), i,
@@ -224,18 +252,22 @@ def generate(root: Path, n: int, *, dup_share: float = 0.02, seed: int = 7,
             data = record(rng, scope, scope_id, _kind(rng, shape), i)
             data["content"] = _content(rng, shape)
             _age(rng, data, shape)
-        if len(written) < 200_000 or rng.random() < 0.05:  # sources to restate: bounded memory at 1M
+        if len(written) < 200_000 or rng.random() < 0.05:  # sources to restate: bounded memory
             written.append(data)
         elif written:
             written[rng.randrange(len(written))] = data
-        _write(root, data)
+        _write(root, data, made=True)
     return planted
 
 
-def _write(root: Path, data: dict[str, Any]) -> None:
+def _write(root: Path, data: dict[str, Any], made: bool = False) -> None:
+    """One memory file, written directly (a benchmark store, not a store in use); `made`:
+    its folder exists already."""
     folder = root / "global" if data["scope"] == "global" else root / data["scope"] / data["scope_id"]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{data['id']}.json").write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    if not made:
+        folder.mkdir(parents=True, exist_ok=True)
+    with open(f"{folder}/{data['id']}.json", "wb") as out:
+        out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2))
 
 
 def add_session(root: Path, k: int = 20, *, seed: int = 23, folder: str | None = None,
@@ -288,10 +320,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", choices=SHAPES, default="huge", help="store shape (default huge)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--dup-share", type=float, default=0.02, help="share of planted near-duplicates")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="processes writing chunks side by side (the store is the same for any)")
     args = parser.parse_args(argv)
     if (args.dir / "memcli.toml").exists():
         parser.error(f"{args.dir} already holds a store")
-    planted = generate(args.dir, args.n, dup_share=args.dup_share, seed=args.seed, shape=args.shape)
+    planted = generate(args.dir, args.n, dup_share=args.dup_share, seed=args.seed, shape=args.shape,
+                       jobs=args.jobs)
     print(f"{args.n} memories ({args.shape}) in {args.dir}; {len(planted)} planted near-duplicate pairs")
     return 0
 

@@ -287,7 +287,7 @@ def bench_size(n: int, base: Path, keep: bool, shape: str = "huge") -> JsonDict:
     store, real = work / "store", work / "real"
     print(f"{shape} n={n}: generating {store}", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    planted = generate.generate(store, n, shape=shape)
+    planted = generate.generate(store, n, shape=shape, jobs=os.cpu_count() or 1)
     result: JsonDict = {"n": n, "shape": shape, "generate_s": time.perf_counter() - started,
                         "planted": len(planted)}
     phases: JsonDict = {"floor": run_rounds("floor", store)}

@@ -101,6 +101,25 @@ def test_generate_shapes_and_its_command_line(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "already holds a store" in proc.stderr
 
 
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("mem_*.json")}
+
+
+def test_generate_in_chunks_is_the_same_store_for_any_number_of_processes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    generate.generate(tmp_path / "whole", 300, shape="small", dup_share=0.1)
+    monkeypatch.setattr(generate, "CHUNK", 120)  # three chunks: 120, 120, 60
+    alone = generate.generate(tmp_path / "alone", 300, shape="small", dup_share=0.1)
+    side_by_side = generate.generate(tmp_path / "two", 300, shape="small", dup_share=0.1, jobs=2)
+    assert alone == side_by_side and _files(tmp_path / "alone") == _files(tmp_path / "two")
+    assert len(_files(tmp_path / "two")) == 300
+    # the first chunk is the store a single stream writes; the later ones come from their own
+    first = {name for name in _files(tmp_path / "whole")}
+    assert len(first & set(_files(tmp_path / "two"))) >= 120 and first != set(_files(tmp_path / "two"))
+    ids = {name.rsplit("/", 1)[-1][:-5] for name in _files(tmp_path / "two")}
+    assert all(a in ids and b in ids for a, b in alone)  # each restates a memory of the store
+
+
 def test_add_session_writes_near_duplicates(tmp_path: Path) -> None:
     generate.generate(tmp_path, 200)
     new_ids, planted = generate.add_session(tmp_path, 6, folder="agent/agent0")

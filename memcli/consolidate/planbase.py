@@ -75,6 +75,26 @@ class PlannerBase:
             self.sigs[folder.rel] = load_sigs(folder.cache())
         return self.sigs[folder.rel]
 
+    def _park_caches(self, folder: Folder) -> None:
+        """A full run is done with `folder`: its signature and pair caches leave memory now,
+        saved first by a real run, so that a run's memory stays flat however many folders
+        the store has (they were all held until the run ended: 514 MB at 183,000 memories).
+        Saved before the run applies (a cache: should the run stop, it costs nothing), the
+        signatures kept are those of the memories the run saw in the folder or wrote there,
+        and every one it computed (a promotion from another folder may land here)."""
+        sigs = self.sigs.pop(folder.rel, None)
+        found = self.pairs_found.pop(folder.rel, None)
+        self.pair_caches.pop(folder.rel, None)
+        if not self.opts.warm_caches:
+            return
+        hashes = {i.mem.content_hash for i in self._all_loaded if i.folder.rel == folder.rel}
+        hashes |= {i.mem.content_hash for i in self.live.values() if i.folder.rel == folder.rel}
+        if sigs is not None:
+            hashes |= sigs.added.keys()
+        from memcli.store import caches
+
+        caches.park_folder(self.store, folder, sigs, found, hashes)
+
     def _progress(self, stage: str, done: int, total: int) -> None:
         if self.opts.progress is not None:
             self.opts.progress(stage, done, total)

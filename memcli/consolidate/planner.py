@@ -13,7 +13,7 @@ from memcli.consolidate.laterrules import LaterRules
 from memcli.consolidate.plantypes import ALL_RULES, LIGHT_RULES, WHOLE_STORE, Planning, RunOptions
 from memcli.store import journal, log
 from memcli.store.model import Action
-from memcli.store.store import Store
+from memcli.store.store import Folder, Store
 
 
 def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
@@ -70,7 +70,7 @@ class Planner(LaterRules):
             for position, folder in enumerate(folders):
                 self._load_folder(folder, twins, listings.get(folder.rel))
                 self._apply_rules()
-                self._release()
+                self._release(folder)
                 self._progress("planning", position + 1, len(folders))
             self.plan.covered = [f.rel for f in folders]
             if self.opts.trigger in WHOLE_STORE and self.opts.folders is None:
@@ -101,10 +101,11 @@ class Planner(LaterRules):
                 if reason:
                     self.protected_counts[reason] = self.protected_counts.get(reason, 0) + 1
 
-    def _release(self) -> None:
+    def _release(self, folder: Folder) -> None:
         self._count_protected()
         self._sign_rewritten()
         self._cover_rewritten()
+        self._park_caches(folder)
         self.features.clear()
         self.live.clear()
         self._all_loaded.clear()

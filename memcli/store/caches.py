@@ -5,12 +5,13 @@ never a decision."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from memcli.store import index
 from memcli.store.index import SigCache
 from memcli.store.model import Action, Plan
-from memcli.store.store import Stamp, Store
+from memcli.store.store import Folder, Stamp, Store
 
 
 def listings_update(listings: dict[str, Stamp] | None, covered: list[str]) -> dict[str, Any]:
@@ -61,3 +62,14 @@ def save_sig_caches(store: Store, sigs: dict[str, SigCache], hashes: dict[str, s
         kept = {h: s for h, s in {**loaded, **cache.added}.items() if h in current}
         if kept.keys() != loaded.keys() or not (folder.cache() / index.SIG_NAME).exists():
             index.save_sigs(folder.cache(create=True), kept)
+
+
+def park_folder(store: Store, folder: Folder, sigs: SigCache | None, pairs: tuple[str, Any] | None,
+                hashes: set[str]) -> None:
+    """One folder's signature cache (pruned to `hashes`) and pair cache, saved by a full run
+    as soon as it is done with the folder (see `PlannerBase._park_caches`)."""
+    with contextlib.suppress(OSError, ValueError):  # a failure costs the next run time, no more
+        if sigs is not None:
+            save_sig_caches(store, {folder.rel: sigs}, {folder.rel: hashes})
+        if pairs is not None:
+            save_pair_caches(store, {folder.rel: pairs})

@@ -89,8 +89,20 @@ class _Dir:
         os.close(self.fd)
 
 
+# While a Staged batch stages or commits: the folders it opened, each reached safely once (a
+# run of thousands of actions opened the same few folders, component by component, 5 times
+# an action). Every change still goes through a descriptor reached without following a link.
+_held: dict[Path, _Dir] | None = None
+
+
 @contextlib.contextmanager
 def _folder(folder: Path) -> Iterator[_Dir]:
+    if _held is not None:
+        handle = _held.get(folder)
+        if handle is None:
+            handle = _held[folder] = _Dir(folder)
+        yield handle
+        return
     handle = _Dir(folder)
     try:
         yield handle
@@ -314,43 +326,99 @@ class Staged:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.steps: list[tuple[str, Path, str | None]] = []  # (kind, path, temporary name)
+        self.sources: dict[int, Path] = {}  # step -> the file a "link" step names again
+        self.dirs: dict[Path, _Dir] = {}  # folders open for the batch (see `_held`)
+
+    @contextlib.contextmanager
+    def _holding(self) -> Iterator[None]:
+        """Folders opened within stay open for the batch (see `_held`)."""
+        global _held
+        outer, _held = _held, self.dirs
+        try:
+            yield
+        finally:
+            _held = outer
+
+    def _release(self) -> None:
+        for handle in self.dirs.values():
+            with contextlib.suppress(OSError):
+                handle.close()
+        self.dirs = {}
 
     def write_new(self, path: Path, data: bytes) -> None:
-        with _folder(path.parent) as handle:
+        with self._holding(), _folder(path.parent) as handle:
             self.steps.append(("create", path, _write_tmp(handle, path.name, data, sync=False)))
 
     def write_replace(self, path: Path, data: bytes) -> None:
-        with _folder(path.parent) as handle:
+        with self._holding(), _folder(path.parent) as handle:
             tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name), sync=False)
             self.steps.append(("write", path, tmp))
 
     def unlink(self, path: Path) -> None:
         self.steps.append(("remove", path, None))
 
+    def keep_copy(self, src: Path, dst: Path) -> None:
+        """Stage `dst` (a new name) holding the bytes `src` has now: a second link to the
+        same file where that is safe, else a copy. A link writes no bytes, and it spares the
+        later replace or removal of `src` the cost of freeing a file (milliseconds each on
+        a file system mounted with online discard). Safe, because every change memcli makes
+        to a file replaces it whole (a new file renamed over the name; never an edit in
+        place): the linked file keeps its bytes once `src` is replaced or removed. A file
+        that already has another name (a link somewhere else, which someone could edit in
+        place), or one on another file system, is copied instead."""
+        data = None
+        try:
+            st = os.lstat(src)
+            same_fs = os.lstat(dst.parent).st_dev == st.st_dev
+        except FileNotFoundError:
+            same_fs, st = False, None
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or not same_fs or not _AT:
+            data = read_bytes(src)
+        if data is not None:
+            self.write_new(dst, data)
+        else:
+            self.steps.append(("link", dst, None))
+            self.sources[len(self.steps) - 1] = src
+
     def commit(self) -> None:
+        try:
+            with self._holding():
+                self._commit()
+        finally:
+            self._release()
+
+    def _commit(self) -> None:
         global _unsynced
         temporary = [path.parent / tmp for _, path, tmp in self.steps if tmp is not None]
         _barrier(self.root, temporary, set())
         _unsynced, folders = set(), {path.parent for _, path, _ in self.steps}
+        steps = list(self.steps)
         try:
             for n, (kind, path, tmp) in enumerate(self.steps):
                 if kind == "remove":
                     unlink(path)  # (the module's: a test may stand in for it)
+                elif kind == "link":
+                    _link_or_copy(self.sources[n], path)
                 else:
                     self._place(kind, path, str(tmp))
                 self.steps[n] = (kind, path, None)
         finally:
             _unsynced = None
-        self.steps = []
-        _barrier(self.root, [], folders)
+        linked = [path for n, (kind, path, _) in enumerate(steps) if kind == "link"]
+        self.steps, self.sources = [], {}
+        _barrier(self.root, linked, folders)  # a linked file's bytes too: its writer may not have synced them
 
     def discard(self) -> None:
         """Remove the temporary files of steps not yet put in place (after an error)."""
-        for _, path, tmp in self.steps:
-            if tmp is not None:
-                with contextlib.suppress(OSError), _folder(path.parent) as handle:
-                    os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
-        self.steps = []
+        try:
+            with self._holding():
+                for _, path, tmp in self.steps:
+                    if tmp is not None:
+                        with contextlib.suppress(OSError), _folder(path.parent) as handle:
+                            os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
+        finally:
+            self._release()
+        self.steps, self.sources = [], {}
 
     @staticmethod
     def _place(kind: str, path: Path, tmp: str) -> None:
@@ -366,6 +434,21 @@ class Staged:
             finally:
                 _change()
                 os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """`dst` as a second name of `src` (see `Staged.keep_copy`); where the file system
+    refuses (no hard links there), a copy made durable on its own."""
+    with _folder(src.parent) as source, _folder(dst.parent) as target:
+        _change()
+        try:
+            os.link(source.at(src.name), target.at(dst.name), src_dir_fd=source.dir_fd,
+                    dst_dir_fd=target.dir_fd, follow_symlinks=False)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+    write_new(dst, read_bytes(src))
 
 
 def _barrier(root: Path, files: list[Path], folders: set[Path]) -> None:

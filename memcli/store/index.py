@@ -111,7 +111,7 @@ def same_entries(index: dict[str, Any] | None, entries: list[dict[str, Any]]) ->
 # layout (written by hand, by another tool) is not touched here and the caller rebuilds it.
 
 _ENTRY_HEAD = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)"')  # how `entry_for` starts an entry
-_ENTRY_START = re.compile(rb'\{"id":"')  # a literal: found at memchr speed
+_ENTRY_START = b'{"id":"'  # found at memchr speed
 _ENTRIES_KEY = b',"entries":['
 
 
@@ -124,66 +124,111 @@ def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
         raw = fsops.read_bytes(folder / INDEX_NAME)
     except OSError:
         return False
-    split = _split_entries(raw)
-    if split is None:
+    entries = _Entries.of(raw)
+    if entries is None:
         return False
-    entries = _Entries(raw, *split)
-    replaced: dict[int, bytes] = {}
-    added: dict[int, list[tuple[tuple[bytes, bytes], bytes]]] = {}
-    for name in dict.fromkeys(files):
-        n = entries.find(name)
-        new = update(name, orjson.loads(entries.text(n)) if n is not None else None)
-        if n is not None:
-            replaced[n] = b""  # dropped, or put back in place just below when its key is the same
-            if new is not None and str(new["id"]).encode() == entries.key(n)[0]:
-                replaced[n] = orjson.dumps(new)
-                continue
-        if new is not None:
-            key = (str(new["id"]).encode(), name.encode())
-            added.setdefault(entries.place(key), []).append((key, orjson.dumps(new)))
-    starts, stops = entries.starts, entries.stops
-    units: list[bytes] = []  # an unchanged run of entries is one slice, its commas included
-    done = 0
-    for at in sorted(set(replaced) | set(added)):
-        if at > done:
-            units.append(raw[starts[done]:stops[at - 1]])
-        units += [part for _, part in sorted(added.get(at, []))]
-        done = at
-        if at in replaced:
-            units += [replaced[at]] if replaced[at] else []
-            done = at + 1
-    if done < len(starts):
-        units.append(raw[starts[done]:stops[-1]])
-    count = len(starts) + sum(map(len, added.values())) - sum(1 for part in replaced.values() if not part)
+    try:
+        units, count = _spliced(entries, update, files)
+    except ValueError:  # entries not in the layout `save` writes after all
+        return False
     _write_spliced(folder, scope, scope_id, moment, units, count)
     return True
 
 
+def _spliced(entries: _Entries, update: Callable[[str, dict[str, Any] | None], dict[str, Any] | None],
+             files: list[str]) -> tuple[list[bytes], int]:
+    raw = entries.raw
+    replaced: dict[int, bytes] = {}  # by the entry's offset in `raw`
+    added: dict[int, list[tuple[tuple[bytes, bytes], bytes]]] = {}  # by the offset they go before
+    for name in dict.fromkeys(files):
+        at = entries.find(name)
+        new = update(name, orjson.loads(entries.text(at)) if at is not None else None)
+        if at is not None:
+            replaced[at] = b""  # dropped, or put back in place just below when its key is the same
+            if new is not None and str(new["id"]).encode() == entries.key(at)[0]:
+                replaced[at] = orjson.dumps(new)
+                continue
+        if new is not None:
+            key = (str(new["id"]).encode(), name.encode())
+            added.setdefault(entries.place(key), []).append((key, orjson.dumps(new)))
+    end = entries.end
+    units: list[bytes] = []  # an unchanged run of entries is one slice, its commas included
+    done = entries.first  # where the entries not yet copied start
+    for at in sorted(set(replaced) | set(added)):
+        if at > done:
+            units.append(raw[done:at - 1 if at < end else end])  # (without the comma before `at`)
+        units += [part for _, part in sorted(added.get(at, []))]
+        done = at
+        if at in replaced:
+            units += [replaced[at]] if replaced[at] else []
+            done = entries.stop(at) + 1
+    if done < end:
+        units.append(raw[done:end])
+    count = entries.count + sum(map(len, added.values())) - sum(1 for part in replaced.values() if not part)
+    return units, count
+
+
 class _Entries:
-    """The entries of an index's bytes, by position; each one's (id, file) key is read only
-    when a binary search or a lookup needs it (entries are sorted by that key)."""
+    """The entries of an index's bytes, each known by the offset where it starts; found by a
+    binary search over the bytes (entries are sorted by their (id, file) key), so a splice
+    looks at a few dozen entries of a 10,000-entry index, not at every one."""
 
-    def __init__(self, raw: bytes, starts: list[int], stops: list[int]) -> None:
-        self.raw, self.starts, self.stops = raw, starts, stops
+    def __init__(self, raw: bytes, first: int, end: int, count: int) -> None:
+        self.raw, self.first, self.end, self.count = raw, first, end, count
 
-    def key(self, n: int) -> tuple[bytes, bytes]:
-        match = _ENTRY_HEAD.match(self.raw, self.starts[n])
+    @classmethod
+    def of(cls, raw: bytes) -> _Entries | None:
+        """The entries of an index in the layout `save` writes (compact, entries last, each
+        starting with its id and file); None for any other layout. The entries are taken to
+        be sorted, as `save` and `splice` leave them: an index edited by hand into another
+        order is only as wrong after a splice as before it (doctor reports it)."""
+        at = raw.find(_ENTRIES_KEY)
+        if at < 0 or not raw.endswith(b"]}\n"):
+            return None
+        try:
+            header = orjson.loads(raw[:at] + b"}")
+        except ValueError:
+            return None
+        first, end = at + len(_ENTRIES_KEY), len(raw) - 3
+        count = raw.count(_ENTRY_START, first, end)  # (inside a JSON string, its quotes are escaped)
+        if header.get("version") != INDEX_VERSION or header.get("entry_count") != count or (
+                count and not raw.startswith(_ENTRY_START, first)) or (not count and first != end):
+            return None
+        return cls(raw, first, end, count)
+
+    def key(self, at: int) -> tuple[bytes, bytes]:
+        match = _ENTRY_HEAD.match(self.raw, at)
         if match is None:
             raise ValueError("index entry without an id and a file")
         return match.group(1), match.group(2)
 
-    def text(self, n: int) -> bytes:
-        return self.raw[self.starts[n]:self.stops[n]]
+    def next(self, at: int) -> int:
+        """Where the entry after the one at `at` starts (`end` after the last)."""
+        found = self.raw.find(_ENTRY_START, at + 1, self.end)
+        return self.end if found < 0 else found
+
+    def stop(self, at: int) -> int:
+        """Where the entry at `at` ends (its comma, or `end`)."""
+        following = self.next(at)
+        if following < self.end and self.raw[following - 1] != 0x2C:
+            raise ValueError("index entries not separated by a comma")
+        return following - 1 if following < self.end else self.end
+
+    def text(self, at: int) -> bytes:
+        return self.raw[at:self.stop(at)]
 
     def place(self, key: tuple[bytes, bytes]) -> int:
-        """Where an entry with this key goes (the first entry whose key is not smaller)."""
-        low, high = 0, len(self.starts)
+        """Where an entry with this key goes: the offset of the first entry whose key is not
+        smaller (`end` when none). `low` is always an entry's start, `high` one or `end`."""
+        low, high = self.first, self.end
         while low < high:
-            mid = (low + high) // 2
-            if self.key(mid) < key:
-                low = mid + 1
+            probe = self.raw.find(_ENTRY_START, (low + high) // 2, high)
+            if probe < 0:  # no entry starts in the upper half: step from `low`
+                probe = low
+            if self.key(probe) < key:
+                low = min(self.next(probe), high)
             else:
-                high = mid
+                high = probe
         return low
 
     def find(self, name: str) -> int | None:
@@ -191,35 +236,12 @@ class _Entries:
         then among the entries of that id."""
         file = name.encode()
         mem_id = file.split(b"@")[0].rsplit(b".", 1)[0]
-        n = self.place((mem_id, b""))
-        while n < len(self.starts) and self.key(n)[0] == mem_id:
-            if self.key(n)[1] == file:
-                return n
-            n += 1
+        at = self.place((mem_id, b""))
+        while at < self.end and self.key(at)[0] == mem_id:
+            if self.key(at)[1] == file:
+                return at
+            at = self.next(at)
         return None
-
-
-def _split_entries(raw: bytes) -> tuple[list[int], list[int]] | None:
-    """Where each entry of an index in the layout `save` writes starts and ends (compact,
-    entries last, each starting with its id and file); None for any other layout. The entries
-    are taken to be sorted, as `save` and `splice` leave them: an index edited by hand into
-    another order is only as wrong after a splice as before it (doctor reports it)."""
-    at = raw.find(_ENTRIES_KEY)
-    if at < 0 or not raw.endswith(b"]}\n"):
-        return None
-    try:
-        header = orjson.loads(raw[:at] + b"}")
-    except ValueError:
-        return None
-    first, end = at + len(_ENTRIES_KEY), len(raw) - 3
-    starts = [m.start() for m in _ENTRY_START.finditer(raw, first, end)]
-    if header.get("version") != INDEX_VERSION or header.get("entry_count") != len(starts) or (
-            (starts[0] if starts else end) != first):
-        return None
-    stops = [start - 1 for start in starts[1:]] + ([end] if starts else [])
-    if any(raw[stop] != 0x2C for stop in stops[:-1]):  # a comma between entries, nothing else
-        return None
-    return starts, stops
 
 
 def _write_spliced(folder: Path, scope: str, scope_id: str, moment: dt.datetime, units: list[bytes],

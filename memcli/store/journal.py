@@ -105,9 +105,15 @@ def _unsafe_actions(store: Store, plan: Plan) -> dict[int, str]:
     the memory folders) or cannot (a folder it may not write): skipped whole, before the
     journal is written, so that one bad folder stops only what would change it."""
     found: dict[int, str] = {}
+    folders: dict[str, str | None] = {}  # a folder's problem is the same for each of its files
     for n, action in enumerate(plan.actions):
         for op in action.ops:
-            problem = paths.path_problem(store.root, op.path) or _unwritable(store, op.path)
+            problem = paths.file_problem(op.path)
+            if problem is None:
+                parent = op.path.rpartition("/")[0]
+                if parent not in folders:
+                    folders[parent] = paths.link_problem(store.root, op.path) or _unwritable(store, op.path)
+                problem = folders[parent]
             if problem:
                 found[n] = problem
                 break
@@ -210,7 +216,7 @@ def _pre_image(store: Store, run_id: str, rel: str, batch: fsops.Staged) -> None
     target = run_dir(store, run_id) / rel
     if not target.exists():
         fsops.ensure_parent(target)
-        batch.write_new(target, fsops.read_bytes(store.root / rel))
+        batch.keep_copy(store.root / rel, target)  # a second link where safe: no bytes written
 
 
 def _manifest(store: Store, run_id: str, before: dict[str, str | None],
@@ -310,9 +316,8 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
         return set()  # a folder memcli may not read is left as it is (a scan reports it)
     if scan.index is None and not scan.entries and not (folder.path / "_index.json").exists():
         return set()  # an empty folder with no index (e.g. one a rolled-back run created) needs none
-    if refresh_run_hash:
-        for entry in scan.entries:
-            entry["run_hash"] = entry["content_hash"]
+    if refresh_run_hash:  # new dicts: a trusted scan hands over the saved index's own entries
+        scan.entries = [{**entry, "run_hash": entry["content_hash"]} for entry in scan.entries]
     if (refresh_run_hash or scan.drift) and not index.same_entries(scan.index, scan.entries):
         store.save_index(folder, scan.entries)  # unchanged entries: not rewritten (a shared store tracks it)
     if refresh_run_hash and folder.scope != "archive":

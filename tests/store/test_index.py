@@ -66,6 +66,26 @@ def test_splice_writes_what_a_full_rewrite_writes(tmp_path_factory: pytest.TempP
     assert (folder / index.INDEX_NAME).read_bytes() == (full / index.INDEX_NAME).read_bytes()
 
 
+@pytest.mark.parametrize("picked", [[0, 1], [999, 1000, 1001], [2998, 2999], [0, 1500, 2999]])
+def test_splice_of_a_large_index_finds_first_middle_and_last_entries(tmp_path: Path, picked: list[int]) -> None:
+    """A binary search over the bytes: entries of every length, the first and last ones."""
+    names = [f"mem_{n:05d}.json" for n in range(0, 6000, 2)]  # 3,000 entries, even numbers
+    old = {name: {**entry(name[:-5], name, n), "summary": "x" * (n % 97)} for n, name in enumerate(names)}
+    index.save(tmp_path, index.build("agent", "coder", list(old.values()), MOMENT))
+    expected = dict(old)
+    changes = [names[k] for k in picked] + [f"mem_{n:05d}.json" for n in (-1, 1, 2999, 6001)]  # new ones too
+    for k, name in enumerate(changes):
+        if k % 3 == 1 and name in expected:
+            expected.pop(name)  # a removal
+        else:
+            expected[name] = entry(name.split(".")[0], name, 9000 + k)
+    assert index.splice(tmp_path, "agent", "coder", MOMENT, lambda name, _: expected.get(name), changes)
+    full = tmp_path / "full"
+    full.mkdir()
+    index.save(full, index.build("agent", "coder", [expected[k] for k in sorted(expected)], MOMENT))
+    assert (tmp_path / index.INDEX_NAME).read_bytes() == (full / index.INDEX_NAME).read_bytes()
+
+
 def test_splice_leaves_an_index_in_another_layout_alone(tmp_path: Path) -> None:
     pretty = orjson.dumps(index.build("agent", "coder", [entry("mem_A", "mem_A.json", 1)], MOMENT),
                           option=orjson.OPT_INDENT_2)

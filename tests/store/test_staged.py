@@ -73,3 +73,53 @@ def test_each_step_is_a_counted_change(root: Path) -> None:
     before = fsops.change_count()
     batch.commit()
     assert fsops.change_count() - before == 1 + 2 + 1  # rename; link and unlink of the tmp; unlink
+
+
+@pytest.mark.parametrize("syncfs", [True, False])
+def test_keep_copy_links_a_file_with_one_name_and_copies_one_with_two(
+        root: Path, syncfs: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 1 if syncfs else 10_000)
+    folder = root / "agent" / "a"
+    (folder / "one.json").write_bytes(b"one")
+    (folder / "two.json").write_bytes(b"two")
+    os.link(folder / "two.json", root / "elsewhere.json")  # a second name someone could edit in place
+    batch = fsops.Staged(root)
+    batch.keep_copy(folder / "one.json", root / "archive" / "one.json")
+    batch.keep_copy(folder / "two.json", root / "archive" / "two.json")
+    assert not (root / "archive" / "one.json").exists()  # staged: nothing yet
+    before = fsops.change_count()
+    batch.commit()
+    assert fsops.change_count() - before == 1 + 2  # a link; the copy's link and tmp unlink
+    assert os.path.samefile(folder / "one.json", root / "archive" / "one.json")
+    assert not os.path.samefile(folder / "two.json", root / "archive" / "two.json")
+    # the memory is then replaced whole and another removed: the kept bytes stay as they were
+    batch = fsops.Staged(root)
+    batch.write_replace(folder / "one.json", b"ONE")
+    batch.unlink(folder / "two.json")
+    batch.commit()
+    assert (root / "archive" / "one.json").read_bytes() == b"one"
+    assert (root / "archive" / "two.json").read_bytes() == b"two"
+    assert (folder / "one.json").read_bytes() == b"ONE" and (folder / "one.json").stat().st_nlink == 1
+    assert not list(root.rglob("*" + fsops.TMP_SUFFIX))
+
+
+def test_keep_copy_copies_where_the_file_system_refuses_a_link(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = root / "agent" / "a"
+    (folder / "one.json").write_bytes(b"one")
+    batch = fsops.Staged(root)
+    batch.keep_copy(folder / "one.json", root / "archive" / "one.json")
+    real_link = os.link
+
+    def no_links(src: str, dst: str, **kwargs: object) -> None:
+        if str(dst).endswith("one.json") and not str(src).endswith(fsops.TMP_SUFFIX):
+            raise OSError(1, "Operation not permitted")
+        real_link(src, dst, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "link", no_links)
+    batch.commit()
+    assert (root / "archive" / "one.json").read_bytes() == b"one"
+    assert not os.path.samefile(folder / "one.json", root / "archive" / "one.json")
+    with pytest.raises(FileExistsError):  # and a kept copy never overwrites a name
+        batch = fsops.Staged(root)
+        batch.keep_copy(folder / "one.json", root / "archive" / "one.json")
+        batch.commit()
