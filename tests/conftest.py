@@ -161,3 +161,9 @@ def cwd(tmp_path: Path) -> Iterator[Path]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: a test slower than about 3 s (still run by default)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked slow first (otherwise in collection order), so that the parallel workers
+    finish together instead of one of them ending the run with a long sweep."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

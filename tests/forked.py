@@ -9,8 +9,9 @@ command's environment, working folder and standard streams, and runs `memcli/__m
 modules and never run a command. The variables an interpreter reads once at start-up
 (`PYTHON*`, `LANG`, `LC_*`, `TZ`) get a zygote of their own, started with them.
 
-Tests about the interpreter itself (the entry point on PATH, output encodings, closed pipes,
-start-up imports) keep `subprocess`.
+A call whose environment asks for `PYTHONPROFILEIMPORTTIME` is about what a command imports,
+which a zygote has imported already: `run` starts a real interpreter for it. Tests of the
+entry point on PATH and of a shell pipeline keep `subprocess`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 ZYGOTE = r"""
 import json, os, runpy, signal, sys, time
@@ -45,7 +47,11 @@ for line in sys.stdin:
         os.environ.clear()
         os.environ.update(req["env"])
         stdin = os.open(req["stdin"], os.O_RDONLY)
-        out = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if req["closed_pipe"]:  # a reader that left before the first byte: every write fails
+            gone, out = os.pipe()
+            os.close(gone)
+        else:
+            out = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         err = os.open(req["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(stdin, 0); os.dup2(out, 1); os.dup2(err, 2)
         for fd in (stdin, out, err):
@@ -130,11 +136,37 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
     text=True, ...)`: the same exit code (negative for a signal), stdout and stderr; a hang
     raises `subprocess.TimeoutExpired` once the child is killed."""
     env = dict(os.environ if env is None else env)
+    if "PYTHONPROFILEIMPORTTIME" in env:
+        return subprocess.run([sys.executable, "-m", "memcli", *argv], capture_output=True, text=True,
+                              env=env, cwd=cwd, input=input, timeout=timeout)
+    out, err, status = _forked(argv, env, cwd, (input or "").encode(), timeout, closed_pipe=False)
+    return _completed(argv, status, out.decode(errors="replace"), err.decode(errors="replace"), timeout)
+
+
+def run_bytes(argv: list[str], *, env: dict[str, str] | None = None, closed_pipe: bool = False,
+              timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    """`run` with stdout and stderr as bytes (as a stream's encoding wrote them); with
+    `closed_pipe`, stdout is a pipe whose reader is already gone."""
+    env = dict(os.environ if env is None else env)
+    out, err, status = _forked(argv, env, None, b"", timeout, closed_pipe=closed_pipe)
+    return _completed(argv, status, out, err, timeout)
+
+
+def _completed(argv: list[str], status: int | None, out: Any, err: Any, timeout: float) -> Any:
+    args = [sys.executable, "-m", "memcli", *argv]
+    if status is None:
+        raise subprocess.TimeoutExpired(args, timeout, output=out, stderr=err)
+    return subprocess.CompletedProcess(args, status, out, err)
+
+
+def _forked(argv: list[str], env: dict[str, str], cwd: str | Path | None, stdin: bytes, timeout: float,
+            closed_pipe: bool) -> tuple[bytes, bytes, int | None]:
     with tempfile.TemporaryDirectory(prefix="memcli-forked-") as scratch:
         files = {name: os.path.join(scratch, name) for name in ("in", "out", "err")}
-        Path(files["in"]).write_text(input or "")
+        Path(files["in"]).write_bytes(stdin)
+        Path(files["out"]).write_bytes(b"")
         request = {"argv": argv, "env": env, "cwd": str(cwd or os.getcwd()), "stdin": files["in"],
-                   "out": files["out"], "err": files["err"], "timeout": timeout}
+                   "out": files["out"], "err": files["err"], "timeout": timeout, "closed_pipe": closed_pipe}
         zygote = _zygote(env)
         assert zygote.stdin is not None and zygote.stdout is not None
         zygote.stdin.write(json.dumps(request) + "\n")
@@ -142,10 +174,4 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
         reply = zygote.stdout.readline()
         if not reply:
             raise RuntimeError("the test zygote died")
-        status = json.loads(reply)["status"]
-        out = Path(files["out"]).read_text(errors="replace")
-        err = Path(files["err"]).read_text(errors="replace")
-    args = [sys.executable, "-m", "memcli", *argv]
-    if status is None:
-        raise subprocess.TimeoutExpired(args, timeout, output=out, stderr=err)
-    return subprocess.CompletedProcess(args, status, out, err)
+        return Path(files["out"]).read_bytes(), Path(files["err"]).read_bytes(), json.loads(reply)["status"]

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memcli.cli import app
+from tests import forked
 from tests.conftest import add, days_ago
 
 runner = CliRunner()
@@ -58,8 +59,9 @@ ENCODED += [("latin-1", ["stats"]), ("latin-1", ["list"]), ("latin-1", ["show", 
 def test_a_stream_that_is_not_utf8_never_gets_a_traceback(unicode_store: tuple[Path, str], encoding: str,
                                                            argv: list[str]) -> None:
     store, mem_id = unicode_store
-    done = memcli("--store", str(store), *[a.format(id=mem_id) for a in argv],
-                  env={"PYTHONIOENCODING": encoding})
+    # a process of its own whose interpreter started with that encoding (tests/forked.py)
+    done = forked.run_bytes(["--store", str(store), *[a.format(id=mem_id) for a in argv]],
+                            env={**os.environ, **ENV, "PYTHONIOENCODING": encoding})
     assert done.returncode == 0, done.stderr
     assert b"Traceback" not in done.stderr and b"UnicodeEncodeError" not in done.stderr
     text = done.stdout.decode(encoding)
@@ -97,12 +99,8 @@ def test_a_closed_pipe_is_not_a_failure(tmp_path: Path, argv: list[str]) -> None
     first = json.loads(runner.invoke(app, ["--store", str(store), "consolidate", "--json"]).stdout)
     mem_id = json.loads(runner.invoke(app, ["--store", str(store), "list", "--json"]).stdout)["memories"][0]["id"]
     args = [a.format(id=mem_id, run=first["run_id"]) for a in argv]
-    read, write = os.pipe()
-    os.close(read)  # nobody will ever read: every write is a broken pipe
-    try:
-        done = memcli("--store", str(store), *args, stdout=write)
-    finally:
-        os.close(write)
+    # stdout a pipe nobody will ever read: every write is a broken pipe (tests/forked.py)
+    done = forked.run_bytes(["--store", str(store), *args], env={**os.environ, **ENV}, closed_pipe=True)
     assert done.returncode == 0, done.stderr.decode()
     assert b"Traceback" not in done.stderr and b"BrokenPipe" not in done.stderr
     if args == ["consolidate"]:
