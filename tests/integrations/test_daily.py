@@ -271,7 +271,7 @@ def test_status_shows_the_next_light_pass(store: Path) -> None:
     late = run("--store", str(store), "--json", "status", env={"MEMCLI_NOW": "2026-11-24T15:30:00Z"})
     assert late["daily"]["overdue"] is True
     text = run("--store", str(store), "status", env={"MEMCLI_NOW": "2026-11-24T15:30:00Z",
-                                                      "COLUMNS": "200"}).stdout
+                                                      "COLUMNS": "400"}).stdout  # (the hint names the store)
     for part in ("Daily light passes", "overdue", "2026-11-25 10:00"):
         assert part in text, text
 
