@@ -329,7 +329,17 @@ def speed(src: Path, rounds: int = 15) -> dict[str, Any]:
     moment = parse_ts(NOW)[0]
     st = Store(store_dir)
     folder = st.folder("agent", "agent0")
-    search.recall(st, "zanzibar", "agent0", 1)  # the index in line before the adds
+    # the index in line before the adds; a cold briefing above may have started a build of the
+    # index in the background: wait for it (the recall says so rather than wait for a build)
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            search.recall(st, "zanzibar", "agent0", 1)
+            break
+        except rindex.IndexUnusable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     for n in range(9):
         new = memories.NewMemory("semantic", "fact", "agent", "agent0", ["bench"], "normal", "agent:agent0",
                                  f"Benchmark note {n} about zanzibar queues")
