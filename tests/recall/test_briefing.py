@@ -129,3 +129,33 @@ def test_a_broken_index_falls_back_to_the_files(store: Path) -> None:
     index.write_bytes(raw.replace(b'"priority":"critical"', b'"priority":"critical","x":[}'))
     assert briefing._Scan.of(index.read_bytes()) is None and briefing._entries_of(index.read_bytes()) == {}
     assert ours(store, ["agent/coder"], set(), {}) == [a["id"], b["id"]]
+
+
+class _Columns:
+    """The two timestamp columns of a `_Scan`, as the index's raw JSON values."""
+
+    def __init__(self, updated: list[bytes], created: list[bytes]) -> None:
+        self.updated, self.created = updated, created
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_recency_keys_at_once_equal_the_row_by_row_keys(seed: int) -> None:
+    """The fast path (the usual quoted UTC form read off the bytes) gives what `_recency`
+    gives for every form: days 29-31, zones, fractions, null, empty, non-ASCII digits,
+    escapes, and rows known by a parsed entry."""
+    rng = random.Random(seed)
+    forms = [b'"2026-09-03T00:00:09Z"', b'"2026-02-28T23:59:59Z"', b'"2026-01-31T10:00:00Z"',
+             b'"2024-02-29T12:00:00Z"', b'"2026-09-03T02:00:09+02:00"', b'"2026-09-03T00:00:09.5Z"',
+             b'null', b'""', "\"2026-09-0\u0663T00:00:09Z\"".encode(), b'"2026-09-03T00:00:09\\u005a"',
+             b'"2026-13-03T00:00:09Z"', b'"2026-09-03 00:00:09Z"', b'"2026-09-03T24:00:00Z"']
+    updated = [rng.choice(forms) for _ in range(300)]
+    created = [rng.choice(forms) for _ in range(300)]
+    scan = _Columns(updated, created)
+    group: list[Any] = []
+    for at in range(300):
+        if at % 17 == 0:  # a row whose entry was parsed (marked, pending uses)
+            entry = {"updated_at": json.loads(updated[at]), "created_at": json.loads(created[at])}
+            group.append((0, None, "agent/coder", f"m{at}.json", 0, entry, 0))
+        else:
+            group.append((0, scan, "agent/coder", f"m{at}.json", at, None, 0))
+    assert briefing._recency_keys(group) == [briefing._recency(row) for row in group]
