@@ -17,12 +17,14 @@ entry point on PATH and of a shell pipeline keep `subprocess`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +101,10 @@ for line in sys.stdin:
 """
 
 _STARTING = ("PYTHON", "LANG", "LC_", "TZ")  # read once, when an interpreter starts
-_local = threading.local()
+_Key = tuple[tuple[str, str], ...]
+_idle: dict[_Key, list[subprocess.Popen[str]]] = {}  # zygotes free for the next command
 _every: list[subprocess.Popen[str]] = []
+_lock = threading.Lock()
 
 
 @atexit.register
@@ -116,18 +120,23 @@ def _close() -> None:
             zygote.kill()
 
 
-def _zygote(env: dict[str, str]) -> subprocess.Popen[str]:
-    """This thread's zygote for an interpreter started with `env`'s start-up variables."""
+@contextlib.contextmanager
+def _zygote(env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """A free zygote for an interpreter started with `env`'s start-up variables, for one
+    command (threads running commands at once each get their own)."""
     key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(_STARTING)))
-    zygotes: dict[tuple[tuple[str, str], ...], subprocess.Popen[str]] = _local.__dict__.setdefault("zygotes", {})
-    zygote = zygotes.get(key)
+    with _lock:
+        free = _idle.setdefault(key, [])
+        zygote = free.pop() if free else None
     if zygote is None or zygote.poll() is not None:
         zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True,
                                   env={k: v for k, v in env.items() if k != "MEMCLI_CRASH_AT"})
-        zygotes[key] = zygote
-        _every.append(zygote)
-    return zygote
+        with _lock:
+            _every.append(zygote)
+    yield zygote  # an error half-way leaves the protocol out of step: that zygote is not reused
+    with _lock:
+        _idle[key].append(zygote)
 
 
 def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
@@ -167,11 +176,11 @@ def _forked(argv: list[str], env: dict[str, str], cwd: str | Path | None, stdin:
         Path(files["out"]).write_bytes(b"")
         request = {"argv": argv, "env": env, "cwd": str(cwd or os.getcwd()), "stdin": files["in"],
                    "out": files["out"], "err": files["err"], "timeout": timeout, "closed_pipe": closed_pipe}
-        zygote = _zygote(env)
-        assert zygote.stdin is not None and zygote.stdout is not None
-        zygote.stdin.write(json.dumps(request) + "\n")
-        zygote.stdin.flush()
-        reply = zygote.stdout.readline()
+        with _zygote(env) as zygote:
+            assert zygote.stdin is not None and zygote.stdout is not None
+            zygote.stdin.write(json.dumps(request) + "\n")
+            zygote.stdin.flush()
+            reply = zygote.stdout.readline()
         if not reply:
             raise RuntimeError("the test zygote died")
         return Path(files["out"]).read_bytes(), Path(files["err"]).read_bytes(), json.loads(reply)["status"]

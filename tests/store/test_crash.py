@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.pool import ThreadPool
@@ -30,7 +29,7 @@ from memcli.consolidate import engine, review, undo
 from memcli.store import doctor, fsops, log
 from memcli.store.model import decode, sha256
 from memcli.store.store import Store
-from tests import sweep
+from tests import forked, sweep
 from tests.conftest import NOW, TOML, add, days_ago, snapshot
 
 BASE = "Run the database migrations on staging first then deploy the build to production"
@@ -92,55 +91,12 @@ def memcli(root: Path, *args: str, crash_at: int | None = None) -> subprocess.Co
                           capture_output=True, text=True, env=_env(crash_at), timeout=120)
 
 
-# A process that has imported memcli once and forks one child per command: each command
-# still runs in its own process through the CLI entry point and dies there with os._exit,
-# without paying the interpreter start and imports (~0.8 s) a hundred times.
-ZYGOTE = """
-import json, os, sys
-import memcli.cli
-import frontmatter, numpy, rapidfuzz.process  # imported lazily by a run: warm them once
-from memcli.store import doctor, fsops
-from memcli.consolidate import guards, llm_bridge, similar, summary, undo
-for line in sys.stdin:
-    req = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        os.environ.clear()
-        os.environ.update(req["env"])
-        out = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        fsops._changes = 0
-        code = 0
-        try:
-            memcli.cli.app(args=req["argv"], prog_name="memcli")
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    print(os.waitstatus_to_exitcode(status), flush=True)
-"""
-
-
-class Zygote:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=_env(None))
-
-    def run(self, root: Path, *args: str, crash_at: int | None = None) -> tuple[int, str]:
-        out = root.parent / f"{root.name}.out"
-        request = {"argv": ["--store", str(root), *args], "env": _env(crash_at), "out": str(out)}
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        return int(self.proc.stdout.readline()), out.read_text(errors="replace")
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+def forked_memcli(root: Path, *args: str, crash_at: int | None = None) -> tuple[int, str]:
+    """`memcli --store ROOT ARGS` in a process forked from one that imported memcli once
+    (tests/forked.py): each command still dies there with os._exit, without paying the
+    interpreter start and imports a few hundred times. (exit code, stdout + stderr)"""
+    done = forked.run(["--store", str(root), *args], env=_env(crash_at), timeout=120)
+    return done.returncode, done.stdout + done.stderr
 
 
 def records(root: Path) -> dict[str, list[dict[str, Any]]]:
@@ -229,7 +185,6 @@ def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) ->
     pre, post = snapshot(pristine), snapshot(clean)
     assert pre != post
 
-    zygotes = ZygotePool()
     chosen = sweep.points(1, k + 1)
     # about every CLI_EVERY-th crash point of the whole run, and the last two, run
     # `python -m memcli` itself; the others a forked child
@@ -239,7 +194,7 @@ def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) ->
         root = work / f"n{n}"
         shutil.copytree(pristine, root)
         real = n in via_cli
-        code, output = _consolidate(zygotes, root, n, real)
+        code, output = _consolidate(root, n, real)
         expected = 70 if n <= k else 0
         if code != expected:
             return n, [f"exit {code}, expected {expected}: {output[-500:]}"]
@@ -249,11 +204,8 @@ def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) ->
             failures.append("`memcli doctor` exits non-zero")
         return n, failures
 
-    try:
-        with ThreadPool(THREADS) as pool:
-            results = pool.map(one_point, chosen)
-    finally:
-        zygotes.close()
+    with ThreadPool(THREADS) as pool:
+        results = pool.map(one_point, chosen)
     failed = {n: f for n, f in results if f}
     ran = len(results) - 1
     elapsed = time.monotonic() - started
@@ -261,31 +213,11 @@ def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) ->
     assert not failed, f"crash points of {k} ({sweep.label()}) that failed: {failed}"
 
 
-class ZygotePool:
-    """One zygote per worker thread."""
-
-    def __init__(self) -> None:
-        self.local = threading.local()
-        self.all: list[Zygote] = []
-        self.lock = threading.Lock()
-
-    def get(self) -> Zygote:
-        if not hasattr(self.local, "zygote"):
-            self.local.zygote = Zygote()
-            with self.lock:
-                self.all.append(self.local.zygote)
-        return self.local.zygote  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        for zygote in self.all:
-            zygote.close()
-
-
-def _consolidate(zygotes: ZygotePool, root: Path, n: int, real: bool) -> tuple[int, str]:
+def _consolidate(root: Path, n: int, real: bool) -> tuple[int, str]:
     if real:
         result = memcli(root, "consolidate", crash_at=n)
         return result.returncode, result.stderr
-    return zygotes.get().run(root, "consolidate", crash_at=n)
+    return forked_memcli(root, "consolidate", crash_at=n)
 
 
 def recover(root: Path, via_cli: bool) -> list[str]:
@@ -310,16 +242,12 @@ def test_a_consolidate_after_a_crash_recovers_first_then_runs(pristine: Path, wo
     assert doctor.diagnose(Store(root)).ok
 
 
-def every_point(label: str, k: int, one_point: Callable[[int], tuple[int, list[str]]],
-                zygotes: ZygotePool) -> None:
+def every_point(label: str, k: int, one_point: Callable[[int], tuple[int, list[str]]]) -> None:
     """Crash points 1..k (and k + 1, a complete run; a sample of them unless
     MEMCLI_FULL_SWEEPS=1) on THREADS workers; all must recover."""
     chosen = sweep.points(1, k + 1)
-    try:
-        with ThreadPool(THREADS) as pool:
-            failed = {n: f for n, f in pool.map(one_point, chosen) if f}
-    finally:
-        zygotes.close()
+    with ThreadPool(THREADS) as pool:
+        failed = {n: f for n, f in pool.map(one_point, chosen) if f}
     print(f"\n{label} crash points: {len(chosen) - len(failed)} of {len(chosen)} run of {k} recovered")
     assert not failed, f"{label} crash points of {k} ({sweep.label()}) that failed: {failed}"
 
@@ -339,12 +267,11 @@ def test_every_crash_point_of_an_undo_recovers(pristine: Path, work: Path) -> No
     undo.undo_run(Store(counted), run_id)
     k = fsops.change_count() - start
     assert snapshot(counted) == before_run
-    zygotes = ZygotePool()
 
     def one_point(n: int) -> tuple[int, list[str]]:
         root = work / f"u{n}"
         shutil.copytree(base, root)
-        code, output = zygotes.get().run(root, "undo", run_id, crash_at=n)
+        code, output = forked_memcli(root, "undo", run_id, crash_at=n)
         if code != (70 if n <= k else 0):
             return n, [f"exit {code}: {output[-300:]}"]
         failures = recover(root, via_cli=False)
@@ -358,7 +285,7 @@ def test_every_crash_point_of_an_undo_recovers(pristine: Path, work: Path) -> No
             failures.append(f"undo logged: {undone}, its decisions queued: {decided}")
         return n, failures
 
-    every_point("undo", k, one_point, zygotes)
+    every_point("undo", k, one_point)
 
 
 @pytest.mark.slow
@@ -368,18 +295,17 @@ def test_a_recovery_that_itself_crashes_is_recovered(pristine: Path, work: Path)
     store exactly as before the run."""
     k = count_changes(pristine, work / "count")
     pre = snapshot(pristine)
-    zygotes = ZygotePool()
 
     def one(point: tuple[int, int]) -> tuple[tuple[int, int], list[str]]:
         n, m = point
         root = work / f"r{n}-{m}"
         shutil.copytree(pristine, root)
-        if zygotes.get().run(root, "consolidate", crash_at=n)[0] != 70:
+        if forked_memcli(root, "consolidate", crash_at=n)[0] != 70:
             return point, ["the run did not crash"]
         journals = list((root / "ops").glob("journal-*"))
         if not journals or json.loads(journals[0].read_bytes()).get("phase") != "applying":
             return point, ["expected a run that died before committing"]
-        code, output = zygotes.get().run(root, "doctor", "--fix", crash_at=m)
+        code, output = forked_memcli(root, "doctor", "--fix", crash_at=m)
         expected = 70 if m <= r else 0
         failures = [] if code == expected else [f"recovery exit {code}, expected {expected}: {output[-300:]}"]
         failures += recover(root, via_cli=False)
@@ -390,11 +316,8 @@ def test_a_recovery_that_itself_crashes_is_recovered(pristine: Path, work: Path)
     n = k // 2  # half-way through the memory changes: a rollback with files of every kind
     r = recovery_changes(pristine, work, n)
     points = [(n, m) for m in sweep.points(1, r + 1)]
-    try:
-        with ThreadPool(THREADS) as pool:
-            failed = {p: f for p, f in pool.map(one, points) if f}
-    finally:
-        zygotes.close()
+    with ThreadPool(THREADS) as pool:
+        failed = {p: f for p, f in pool.map(one, points) if f}
     assert not failed, f"({sweep.label()}) {failed}"
 
 
@@ -440,11 +363,7 @@ def test_access_after_a_crash_is_not_lost_by_the_rollback(pristine: Path, work: 
     keeper = next(p for p in (root / "agent" / "coder").glob("mem_*.json")
                   if json.loads(p.read_bytes())["content"]["summary"] == BASE + " now")
     k = count_changes(pristine, work / "count")
-    zygote = Zygote()
-    try:
-        n = _first_point_rewriting(zygote, pristine, work, k, keeper.name)
-    finally:
-        zygote.close()
+    n = _first_point_rewriting(pristine, work, k, keeper.name)
     assert memcli(root, "consolidate", crash_at=n).returncode == 70
     uses = json.loads((pristine / "agent" / "coder" / keeper.name).read_bytes())["access_count"]
     assert memcli(root, "access", keeper.stem).returncode == 0  # should roll the run back first
@@ -452,30 +371,30 @@ def test_access_after_a_crash_is_not_lost_by_the_rollback(pristine: Path, work: 
     assert json.loads(keeper.read_bytes())["access_count"] == uses + 1, "the recorded use was lost"
 
 
-def _first_point_rewriting(zygote: Zygote, pristine: Path, work: Path, k: int, name: str) -> int:
+def _first_point_rewriting(pristine: Path, work: Path, k: int, name: str) -> int:
     """The first crash point at which a run has rewritten the keeper but not committed.
 
     Whether the keeper is rewritten only grows with the crash point, so the first point where
     it is is found by bisection; the run must still be uncommitted there."""
     low, high = 1, k  # the keeper is rewritten by a crash at `high`, not by one at `low`
-    assert _probe(zygote, pristine, work, high, name)[0]
+    assert _probe(pristine, work, high, name)[0]
     while high - low > 1:
         middle = (low + high) // 2
-        if _probe(zygote, pristine, work, middle, name)[0]:
+        if _probe(pristine, work, middle, name)[0]:
             high = middle
         else:
             low = middle
-    rewritten, applying = _probe(zygote, pristine, work, high, name)
+    rewritten, applying = _probe(pristine, work, high, name)
     assert rewritten and applying, f"at crash point {high} the run has already committed"
     return high
 
 
-def _probe(zygote: Zygote, pristine: Path, work: Path, n: int, name: str) -> tuple[bool, bool]:
+def _probe(pristine: Path, work: Path, n: int, name: str) -> tuple[bool, bool]:
     """A run crashed at `n`: whether it rewrote the keeper, and whether it is uncommitted."""
     root = work / f"probe{n}"
     if not root.exists():
         shutil.copytree(pristine, root)
-        zygote.run(root, "consolidate", crash_at=n)
+        forked_memcli(root, "consolidate", crash_at=n)
     journals = list((root / "ops").glob("journal-*"))
     rewritten = (root / "agent" / "coder" / name).read_bytes() != (pristine / "agent" / "coder" / name).read_bytes()
     return rewritten, bool(journals) and json.loads(journals[0].read_bytes())["phase"] == "applying"
@@ -502,15 +421,14 @@ def test_every_crash_point_of_a_session_end_run_recovers(pristine: Path, work: P
     k = fsops.change_count() - start
     assert outcome.stats["memories_merged"] == 1 and outcome.stats["memories_archived"] == 1
     pre, post = snapshot(base), snapshot(counted)
-    zygotes = ZygotePool()
 
     def one_point(n: int) -> tuple[int, list[str]]:
         root = work / f"s{n}"
         shutil.copytree(base, root)
-        code, output = zygotes.get().run(root, "consolidate", "--trigger", "session_end", crash_at=n)
+        code, output = forked_memcli(root, "consolidate", "--trigger", "session_end", crash_at=n)
         if code != (70 if n <= k else 0):
             return n, [f"exit {code}: {output[-300:]}"]
         failures = recover(root, via_cli=False)
         return n, failures + check_recovered(root, pre, post)
 
-    every_point("session_end", k, one_point, zygotes)
+    every_point("session_end", k, one_point)
