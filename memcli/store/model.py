@@ -397,6 +397,8 @@ def _decode_markdown(text: str) -> dict[str, Any]:
         raise ValueError(f"broken front matter ({type(exc).__name__}: {exc})") from exc
     if not isinstance(meta, dict) or not meta:
         raise ValueError("broken front matter (it is not a mapping of fields)")
+    if expanded_size(meta, MAX_YAML_VALUES) > MAX_YAML_VALUES:
+        raise ValueError(f"front matter expands to more than {MAX_YAML_VALUES} values (YAML aliases?)")
     data = _plain(meta, 1, [MAX_YAML_VALUES])
     content = data.get("content", {})
     if not isinstance(content, dict):
@@ -474,6 +476,39 @@ def _event_depth_ok(text: str) -> bool:
     except yaml.YAMLError:
         return True  # not deep; the load reports what is broken
     return True
+
+
+def expanded_size(value: Any, limit: int) -> int:
+    """How many values `value` holds once YAML aliases are copied out, counting each shared
+    node's size once (by identity), so that an alias bomb is measured in the time of its few
+    real nodes instead of its billions of copies. Counting stops past `limit` (the answer is
+    then `limit + 1`); a node that holds itself is endless and counts as over it."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: Any) -> int:
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, (list, tuple, set, frozenset)):
+            children = node
+        else:
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes or len(open_nodes) > MAX_DEPTH:
+            return limit + 1  # a cycle, or nesting the copy refuses anyway
+        open_nodes.add(key)
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        open_nodes.discard(key)
+        sizes[key] = total = min(total, limit + 1)
+        return total
+
+    return size(value)
 
 
 _INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 64 - 1  # what a JSON file (orjson) can hold

@@ -133,3 +133,34 @@ def test_json_round_trip_property(tags: list[str], summary: str, extra: dict[str
     data = record(tags=tags, summary=summary)
     data.update({f"x_{k}": v for k, v in extra.items()})
     assert model.decode(model.encode(data, "json"), "json") == data
+
+
+# ---------------------------------------------------------------- alias bombs
+
+
+def test_expanded_size_counts_every_copy_of_a_shared_node() -> None:
+    leaf = ["x"] * 9  # 10 values: the list and its nine items
+    assert model.expanded_size(leaf, 10**6) == 10
+    assert model.expanded_size({"a": leaf, "b": leaf}, 10**6) == 1 + 2 * 10
+    # nine copies of nine copies: 1 + 9 * (1 + 9 * 10)
+    assert model.expanded_size([[leaf] * 9] * 9, 10**6) == 1 + 9 * (1 + 9 * 10)
+
+
+def test_expanded_size_stops_just_past_its_limit_and_a_cycle_is_over_it() -> None:
+    bomb: list[object] = ["lol"] * 9
+    for _ in range(8):
+        bomb = [bomb] * 9  # 9**9 leaves once copied out
+    assert model.expanded_size(bomb, 100) == 101
+    ring: list[object] = []
+    ring.append(ring)
+    assert model.expanded_size(ring, 100) > 100
+
+
+def test_front_matter_at_the_value_limit_loads_and_one_past_it_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "---\nid: mem_A\ncontent:\n  a: &a [x, x, x]\n  b: [*a, *a]\n---\n"
+    # values: the mapping, id, content, a (4), b (1 + 2 * 4) = 1 + 1 + 1 + 4 + 9 = 16
+    monkeypatch.setattr(model, "MAX_YAML_VALUES", 16)
+    assert model.decode(text.encode(), "md")["content"]["b"] == [["x"] * 3] * 2
+    monkeypatch.setattr(model, "MAX_YAML_VALUES", 15)
+    with pytest.raises(ValueError, match="more than 15 values"):
+        model.decode(text.encode(), "md")
