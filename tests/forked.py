@@ -81,11 +81,13 @@ for line in sys.stdin:
         os._exit(code)
     deadline = time.monotonic() + req["timeout"]
     status = None
+    cpu = 0.0
     delay = 0.0005
     while True:
-        done, raw = os.waitpid(pid, os.WNOHANG)
+        done, raw, usage = os.wait4(pid, os.WNOHANG)
         if done:
             status = os.waitstatus_to_exitcode(raw)
+            cpu = usage.ru_utime + usage.ru_stime
             break
         if time.monotonic() > deadline:
             try:
@@ -96,7 +98,7 @@ for line in sys.stdin:
             break
         time.sleep(delay)
         delay = min(delay * 2, 0.01)
-    channel.write(json.dumps({"status": status}) + "\n")
+    channel.write(json.dumps({"status": status, "cpu": cpu}) + "\n")
     channel.flush()
 """
 
@@ -104,6 +106,7 @@ _STARTING = ("PYTHON", "LANG", "LC_", "TZ")  # read once, when an interpreter st
 _Key = tuple[tuple[str, str], ...]
 _idle: dict[_Key, list[subprocess.Popen[str]]] = {}  # zygotes free for the next command
 _every: list[subprocess.Popen[str]] = []
+children_cpu = [0.0]  # CPU seconds of every forked command so far (for measuring the suite)
 _lock = threading.Lock()
 
 
@@ -183,4 +186,6 @@ def _forked(argv: list[str], env: dict[str, str], cwd: str | Path | None, stdin:
             reply = zygote.stdout.readline()
         if not reply:
             raise RuntimeError("the test zygote died")
-        return Path(files["out"]).read_bytes(), Path(files["err"]).read_bytes(), json.loads(reply)["status"]
+        answer = json.loads(reply)
+        children_cpu[0] += answer["cpu"]
+        return Path(files["out"]).read_bytes(), Path(files["err"]).read_bytes(), answer["status"]

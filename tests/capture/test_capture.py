@@ -357,31 +357,37 @@ def test_capture_waits_for_the_lock(store: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_capture_killed_at_any_write_is_recovered(store: Path, tmp_path: Path) -> None:
     """MEMCLI_CRASH_AT=N stops the capture just before its Nth file-system change; the next
-    writing command finishes or rolls it back: the memory is there whole, or not at all."""
-    import subprocess
+    writing command finishes or rolls it back: the memory is there whole, or not at all.
+    Every N of the k changes a capture makes (a sample by default: tests/sweep.py), each in
+    a process of its own (tests/forked.py)."""
+    from memcli.store import fsops
+    from tests import forked, sweep
 
     path = write(tmp_path, session())
     expected = run(store, path, dry_run=True).record
-    code = ("import sys; from pathlib import Path; from memcli.capture import capture; "
-            "from memcli.store.store import Store; "
-            "capture.capture_transcript(Store(Path(sys.argv[1])), Path(sys.argv[2]))")
-    crash_at = 1
-    while True:
+    start = fsops.change_count()
+    run(store, path)
+    k = fsops.change_count() - start
+    assert k > 3
+    failed = []
+    for crash_at in sweep.points(1, k + 1):
         _reset(store)
         env = {"MEMCLI_NOW": NOW, "MEMCLI_CRASH_AT": str(crash_at), "PATH": "/usr/bin:/bin"}
-        proc = subprocess.run([sys.executable, "-c", code, str(store), str(path)], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=60, check=False)
-        if proc.returncode == 0:
-            break
-        assert proc.returncode == 70, proc.stderr
+        proc = forked.run(["--store", str(store), "capture", str(path)], env=env, cwd=ROOT, timeout=60)
+        if crash_at == k + 1:
+            assert proc.returncode == 0, proc.stderr
+            assert len(memories(store)) == 1
+            continue
+        if proc.returncode != 70:
+            failed.append((crash_at, proc.returncode, proc.stderr[-300:]))
+            continue
         with Store(store).writing(1):  # the next writing command recovers
             pass
         live = memories(store)
         assert len(live) <= 1 and all(m["content"] == expected["content"] for m in live)  # type: ignore[index]
         assert_invariants(store)
         assert run(store, path).action in ("created", "unchanged") and len(memories(store)) == 1
-        crash_at += 1
-    assert crash_at > 3 and len(memories(store)) == 1
+    assert not failed, f"crash points of {k} ({sweep.label()}) that did not crash: {failed}"
 
 
 def _reset(store: Path) -> None:
