@@ -56,7 +56,11 @@ MAX_APPLY_MS = 3.0  # per applied action, fsyncs included
 MAX_MRPC_FALSE_MERGE = 0.02  # issue 17: <= 2.0% false merges at >= 33% recall
 MIN_MRPC_RECALL = 0.33
 SESSION_FOLDER = "agent/agent0"  # the one-agent session writes here
-ROUNDS = 3  # the floor, the warm dry run and the session-end passes: median of this many runs
+# The floor, the warm dry run and the session-end passes: median of this many runs, and
+# start-up commands of STARTUP_ROUNDS. MEMCLI_BENCH_ROUNDS=1 makes a quick check of the
+# harness itself (tests/test_bench.py), not figures to report.
+ROUNDS = max(1, int(os.environ.get("MEMCLI_BENCH_ROUNDS", "3") or 3))
+STARTUP_ROUNDS = 2 * ROUNDS + 1
 PHASE_ORDER = ("floor", "dry_cold", "reindex", "dry_indexed", "real", "dry_warm", "floor_real",
                "session_end", "session_spread")
 JsonDict = dict[str, Any]
@@ -316,7 +320,7 @@ def bench_size(n: int, base: Path, keep: bool, shape: str = "huge") -> JsonDict:
     return result
 
 
-def startup_figures(rounds: int = 7) -> JsonDict:
+def startup_figures(rounds: int = STARTUP_ROUNDS) -> JsonDict:
     """Wall time of `memcli --help` and of a bare `python -c pass`, median of `rounds` each:
     what every hook and prompt pays before memcli does anything."""
     script = Path(sys.executable).parent / "memcli"  # the installed entry point, as a hook runs it
@@ -687,7 +691,7 @@ def startup_section(startup: JsonDict) -> str:
     bare = startup["python -c pass"]
     rows = [[name, f"{seconds:.3f}", f"{seconds / max(bare, 1e-9):.1f}x"]
             for name, seconds in startup.items()]
-    return md_table(["command (median of 7)", "s", "x bare python"], rows)
+    return md_table([f"command (median of {STARTUP_ROUNDS})", "s", "x bare python"], rows)
 
 
 def render(results: Sequence[JsonDict], mrpc: JsonDict, args: argparse.Namespace,

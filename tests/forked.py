@@ -37,7 +37,13 @@ from memcli.consolidate import engine, guards, similar, summary, undo
 from memcli.recall import briefing, index, search, uses
 from memcli.store import doctor, fsops
 from memcli.integrations import context, hooks
+import importlib, pkgutil, typer._adapters  # typer's coercion brings pydantic on a command's first parse
+for found in pkgutil.walk_packages(memcli.__path__, "memcli."):  # every module, so no child imports one
+    if not found.name.endswith("__main__"):
+        importlib.import_module(found.name)
 MAIN = os.path.join(os.path.dirname(memcli.__file__), "__main__.py")
+import gc
+gc.freeze()  # what is imported stays out of every child's collections (and its pages shared)
 channel = os.fdopen(os.dup(1), "w")
 for line in sys.stdin:
     req = json.loads(line)

@@ -28,6 +28,7 @@ listed for each of its long memories a summary keeps.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -253,8 +254,14 @@ def _value(sentence: _Sentence, covered: set[str]) -> float:
     """What a sentence would add to the summary: its facts not covered yet, its decisions,
     errors and fixes, and whether the original filed it under the heading."""
     new = sum(weight for term, weight in sentence.terms.items() if term not in covered)
-    weighty = 2.0 * min(len(_WEIGHTY.findall(sentence.text)), 3)
-    return new + weighty + (3.0, 2.0, 0.0)[sentence.tier]
+    return new + 2.0 * min(_weighty(sentence.text), 3) + (3.0, 2.0, 0.0)[sentence.tier]
+
+
+@functools.lru_cache(maxsize=4096)
+def _weighty(text: str) -> int:
+    """How many decision, error and fix words a sentence holds: asked again for each sentence
+    on every step of the greedy choice, so counted once per text."""
+    return len(_WEIGHTY.findall(text))
 
 
 def _compress(sentence: str, cap: int, topic: dict[str, int] | None = None) -> str:
@@ -265,7 +272,7 @@ def _compress(sentence: str, cap: int, topic: dict[str, int] | None = None) -> s
         return _capitalised(text, sentence)
     clauses = _clauses(text)[:_MAX_CLAUSES]
     if len(clauses) > 1:
-        worth = [sum(_terms(c, topic or {}).values()) + 2.0 * len(_WEIGHTY.findall(c)) for c in clauses]
+        worth = [sum(_terms(c, topic or {}).values()) + 2.0 * _weighty(c) for c in clauses]
         best: tuple[float, list[int]] | None = None
         # The run of clauses (in order) worth most within the cap, alone or after the opening
         # clause (the statement, then its conclusion: "X is not safe: so Y must set Z").

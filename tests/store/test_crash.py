@@ -34,9 +34,11 @@ from tests.conftest import NOW, TOML, add, days_ago, snapshot
 
 BASE = "Run the database migrations on staging first then deploy the build to production"
 SECRET = "The staging database password rotates every month on the first Monday"
-THREADS = 4
+# crash points run two at a time: each thread keeps a zygote (tests/forked.py), and the
+# suite's workers already use every core
+THREADS = 2
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the crash harness forks (POSIX only)")
-CLI_EVERY = 20  # every 20th crash point (and k, k + 1) runs `python -m memcli` for real
+CLI_EVERY = 20  # with MEMCLI_FULL_SWEEPS=1, every 20th crash point also runs `python -m memcli`
 
 
 def build_store(root: Path) -> dict[str, str]:
@@ -85,8 +87,12 @@ def _env(crash_at: int | None) -> dict[str, str]:
     return env
 
 
-def memcli(root: Path, *args: str, crash_at: int | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -m memcli --store ROOT ARGS` in a new process."""
+def memcli(root: Path, *args: str, crash_at: int | None = None, real: bool = False,
+           ) -> subprocess.CompletedProcess[str]:
+    """`python -m memcli --store ROOT ARGS` in a process of its own: forked from a zygote
+    (tests/forked.py), or with `real` a new interpreter."""
+    if not real:
+        return forked.run(["--store", str(root), *args], env=_env(crash_at), timeout=120)
     return subprocess.run([sys.executable, "-m", "memcli", "--store", str(root), *args],
                           capture_output=True, text=True, env=_env(crash_at), timeout=120)
 
@@ -186,9 +192,12 @@ def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) ->
     assert pre != post
 
     chosen = sweep.points(1, k + 1)
-    # about every CLI_EVERY-th crash point of the whole run, and the last two, run
-    # `python -m memcli` itself; the others a forked child
-    via_cli = set(chosen[:: max(1, CLI_EVERY * len(chosen) // (k + 1))]) | {k, k + 1}
+    # two points run `python -m memcli` itself, a crash in the middle and the run that ends
+    # (with MEMCLI_FULL_SWEEPS=1 also every CLI_EVERY-th and the last change); the others a
+    # forked child: both die with os._exit at the same change, but a new interpreter costs
+    # half a second a command
+    every = [*chosen[:: max(1, CLI_EVERY * len(chosen) // (k + 1))], k] if sweep.FULL else []
+    via_cli = {chosen[len(chosen) // 2], k + 1, *every}
 
     def one_point(n: int) -> tuple[int, list[str]]:
         root = work / f"n{n}"
@@ -200,7 +209,7 @@ def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) ->
             return n, [f"exit {code}, expected {expected}: {output[-500:]}"]
         failures = recover(root, via_cli=real)
         failures += check_recovered(root, pre, post)
-        if real and memcli(root, "doctor").returncode != 0:
+        if real and memcli(root, "doctor", real=True).returncode != 0:
             failures.append("`memcli doctor` exits non-zero")
         return n, failures
 
@@ -215,7 +224,7 @@ def test_every_crash_point_of_a_full_run_recovers(pristine: Path, work: Path) ->
 
 def _consolidate(root: Path, n: int, real: bool) -> tuple[int, str]:
     if real:
-        result = memcli(root, "consolidate", crash_at=n)
+        result = memcli(root, "consolidate", crash_at=n, real=True)
         return result.returncode, result.stderr
     return forked_memcli(root, "consolidate", crash_at=n)
 
@@ -223,7 +232,7 @@ def _consolidate(root: Path, n: int, real: bool) -> tuple[int, str]:
 def recover(root: Path, via_cli: bool) -> list[str]:
     """The recovering command: `memcli doctor --fix` (in-process on most points, for time)."""
     if via_cli:
-        result = memcli(root, "doctor", "--fix")
+        result = memcli(root, "doctor", "--fix", real=True)
         return [] if result.returncode == 0 else [f"doctor --fix exit {result.returncode}: {result.stdout}"]
     report = doctor.repair(Store(root), wait=30)
     return [] if report.ok else [f"doctor --fix left: {report.to_json()}"]
