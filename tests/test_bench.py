@@ -37,9 +37,10 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     out, raw = tmp_path / "RESULTS.md", tmp_path / "results.json"
     others = "## Notes by hand\n\n<!-- recall:begin -->\n## Recall\nfigures\n<!-- recall:end -->\n"
     out.write_text(others)
-    # one round of each repeated phase (MEMCLI_BENCH_ROUNDS): the harness, not its figures
+    # one shape, one round of each repeated phase (MEMCLI_BENCH_ROUNDS): the harness, not its
+    # figures; every phase is a process of its own. Several shapes in one report: below.
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--sizes", "300", "--shapes", "huge,small",
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--sizes", "300", "--shapes", "small",
          "--dir", str(tmp_path / "work"), "--out", str(out), "--json-out", str(raw), "--mrpc-data", str(mrpc)],
         capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "MEMCLI_BENCH_ROUNDS": "1"})
     assert proc.returncode == 0, proc.stderr
@@ -54,9 +55,9 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     for label in (*bench_run.TARGET_LABELS, *bench_run.STRICT_LABELS):
         assert f"| {label} " in report, label
     assert "| test " in report and "false-merge rate on label-0" in report
-    assert "| huge 300 " in report and "| small 300 " in report and "| memcli --help " in report
+    assert "| small 300 " in report and "| memcli --help " in report
     everything = json.loads(raw.read_text())
-    assert [(f["shape"], f["n"]) for f in everything["sizes"]] == [("huge", 300), ("small", 300)]
+    assert [(f["shape"], f["n"]) for f in everything["sizes"]] == [("small", 300)]
     assert everything["startup"]["memcli --help"] > everything["startup"]["python -c pass"] > 0
     figures = everything["sizes"][0]
     recall = figures["recall"]
@@ -66,7 +67,17 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     assert set(figures["phases"]) == set(bench_run.PHASE_ORDER)
     assert figures["phases"]["floor"]["files"] == 300
     assert figures["dry_run_wrote"] == []
-    assert not (tmp_path / "work" / "huge-n300").exists()  # removed without --keep
+    assert not (tmp_path / "work" / "small-n300").exists()  # removed without --keep
+
+    # several shapes in one report: a column each, in the order given
+    huge = {**figures, "shape": "huge"}
+    huge["phases"] = {**figures["phases"], "floor": {**figures["phases"]["floor"], "seconds": 1e6}}
+    args = bench_run.parse_args(["--dir", str(tmp_path / "work"), "--mrpc-data", str(mrpc)])
+    both = bench_run.render([huge, figures], everything["mrpc"], args, everything["startup"])
+    assert "--shapes huge,small`" in both
+    header = next(line for line in both.splitlines() if "| huge 300 " in line)
+    assert header.index("| huge 300 ") < header.index("| small 300 ")
+    assert bench_run.render([figures], everything["mrpc"], args, everything["startup"]) != both
 
 
 def test_harness_skips_missing_mrpc(tmp_path: Path) -> None:

@@ -90,15 +90,25 @@ PIPED = [
 ]
 
 
+@pytest.fixture(scope="module")
+def run_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The demo store after one real run, made once: (store, the run's id, a live memory's id)."""
+    store = demo(tmp_path_factory.mktemp("piped"))
+    with pytest.MonkeyPatch.context() as mp:  # module-scoped: runs before the autouse clock
+        mp.setenv("MEMCLI_NOW", ENV["MEMCLI_NOW"])
+        first = json.loads(runner.invoke(app, ["--store", str(store), "consolidate", "--json"]).stdout)
+        listed = json.loads(runner.invoke(app, ["--store", str(store), "list", "--json"]).stdout)
+    return store, first["run_id"], listed["memories"][0]["id"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("argv", PIPED, ids=lambda a: " ".join(a))
-def test_a_closed_pipe_is_not_a_failure(tmp_path: Path, argv: list[str]) -> None:
+def test_a_closed_pipe_is_not_a_failure(tmp_path: Path, run_demo: tuple[Path, str, str], argv: list[str]) -> None:
     """`memcli ... | head -1` at its worst: the reader is gone before memcli writes a byte.
     What was done stays done (a real run is applied and logged) and memcli exits 0."""
-    store = demo(tmp_path)
-    first = json.loads(runner.invoke(app, ["--store", str(store), "consolidate", "--json"]).stdout)
-    mem_id = json.loads(runner.invoke(app, ["--store", str(store), "list", "--json"]).stdout)["memories"][0]["id"]
-    args = [a.format(id=mem_id, run=first["run_id"]) for a in argv]
+    store = tmp_path / "demo"
+    shutil.copytree(run_demo[0], store)
+    args = [a.format(id=run_demo[2], run=run_demo[1]) for a in argv]
     # stdout a pipe nobody will ever read: every write is a broken pipe (tests/forked.py)
     done = forked.run_bytes(["--store", str(store), *args], env={**os.environ, **ENV}, closed_pipe=True)
     assert done.returncode == 0, done.stderr.decode()

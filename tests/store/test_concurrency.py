@@ -20,7 +20,7 @@ from memcli.store.store import Store
 from tests.conftest import add, assert_invariants, ids_everywhere
 
 ADDERS = 4
-ADDS_EACH = 15
+ADDS_EACH = 8  # the consolidators run back to back for as long as the adders take
 CONSOLIDATORS = 2
 
 # Each worker is one process that runs the real CLI entry point once per command, so that the
