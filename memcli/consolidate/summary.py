@@ -29,6 +29,7 @@ listed for each of its long memories a summary keeps.
 from __future__ import annotations
 
 import functools
+import heapq
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -411,13 +412,24 @@ def _pick(candidates: list[_Sentence], room: int, covered: set[str],
     # to a fair part of the room, so that its points survive side by side.
     own = sum(1 for s in pool if s.tier == 0 and s.heading in _OWN_FIRST)
     own_cap = max(_OWN_FLOOR, room // min(own, _OWN_SECTION_SENTENCES)) if own else _MAX_SENTENCE
-    def gain(s: _Sentence) -> tuple[bool, float]:
+    def rank(s: _Sentence) -> tuple[bool, float, int]:
+        """Smallest first: the original's own section, then most gain per character, then
+        the earliest sentence."""
         own_first = s.tier == 0 and s.heading in _OWN_FIRST
-        return own_first, _value(s, covered) / (min(len(s.text), _MAX_SENTENCE) ** _DENSITY)
+        return not own_first, -_value(s, covered) / (min(len(s.text), _MAX_SENTENCE) ** _DENSITY), s.position
 
-    while pool and room >= _MIN_FRAGMENT // 2:
-        best = max(pool, key=lambda s: (gain(s), -s.position))
-        pool.remove(best)
+    # Lazy greedy: a sentence's gain only falls as `covered` grows, so a rank computed earlier
+    # is a bound; the head of the heap is the best once its rank is fresh. The same choices as
+    # ranking the whole pool at every step, without its cost on long logs.
+    heap = [(rank(s), n, s) for n, s in enumerate(pool)]  # n: pool order breaks any tie, as max() did
+    heapq.heapify(heap)
+    while heap and room >= _MIN_FRAGMENT // 2:
+        stale, n, best = heap[0]
+        fresh = rank(best)
+        if fresh != stale:
+            heapq.heapreplace(heap, (fresh, n, best))
+            continue
+        heapq.heappop(heap)
         cap = own_cap if best.tier == 0 and best.heading in _OWN_FIRST else _MAX_SENTENCE
         limit = min(_MAX_SENTENCE, room - 1, cap)
         if limit < min(_MIN_FRAGMENT, len(best.text)):
