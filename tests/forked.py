@@ -41,6 +41,21 @@ import importlib, pkgutil, typer._adapters  # typer's coercion brings pydantic o
 for found in pkgutil.walk_packages(memcli.__path__, "memcli."):  # every module, so no child imports one
     if not found.name.endswith("__main__"):
         importlib.import_module(found.name)
+# what commands import on first use: rich's rendering, the schedule's date parsing, metadata
+for name in ("rich.console", "rich.table", "rich.markup", "rich.text", "rich.align", "rich.padding",
+             "rich.pager", "rich.highlighter", "rich.box", "rich.themes", "rich._emoji_codes",
+             "rich._unicode_data", "croniter", "dateutil.tz", "importlib.metadata", "importlib.resources",
+             "email.utils", "csv", "argparse", "typer._click._textwrap", "typer._click.decorators",
+             "pydantic.plugin._loader"):
+    try:
+        importlib.import_module(name)
+    except ImportError:  # another version of a library: its child imports what it needs
+        pass
+# the typer app's click command, built once (a real process builds it once too, ~30 ms)
+import typer.main
+APP, BUILD = memcli.cli.load_app(), typer.main.get_command
+COMMAND = BUILD(APP)
+typer.main.get_command = lambda app: COMMAND if app is APP else BUILD(app)
 MAIN = os.path.join(os.path.dirname(memcli.__file__), "__main__.py")
 import gc
 gc.freeze()  # what is imported stays out of every child's collections (and its pages shared)
