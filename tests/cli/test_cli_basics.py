@@ -16,6 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from memcli.cli import app
+from tests import forked
 from tests.conftest import add, days_ago
 
 runner = CliRunner()
@@ -198,8 +199,7 @@ def test_the_fast_path_prints_what_typer_prints(tmp_path: Path, argv: list[str])
 def test_the_fast_path_hands_usage_errors_to_typer(tmp_path: Path) -> None:
     demo = _demo(tmp_path)
     for argv in (["list", "--limit", "many"], ["list", "--bogus"], ["show"], ["show", "a", "b"]):
-        done = subprocess.run([sys.executable, "-m", "memcli", "--store", str(demo), *argv], capture_output=True,
-                              text=True, timeout=60, cwd=tmp_path)
+        done = forked.run(["--store", str(demo), *argv], cwd=tmp_path)  # `python -m memcli`, forked
         assert done.returncode == 2 and "Usage: memcli" in done.stderr, argv
 
 
