@@ -266,7 +266,8 @@ class Store:
              names: list[str] | None = None) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
         With load=False, files whose index entry matches size and mtime are not read; with
-        entries=False (planning), no index entries are built, only the memories read, and the
+        entries=False (planning), no index entries are built for the files read, only their
+        memories (with load=False, the entries still describing their files are kept), and the
         run hashes come from the last-run snapshot when given (a tenth of the index's bytes)."""
         problems: list[Problem] = []
         if self._unreadable(folder, problems):
@@ -302,8 +303,8 @@ class Store:
                 memories[mem.id] = mem
                 if entries:
                     found.append(index.entry_for(mem, cached, archive=archive))
-        if not entries:
-            return FolderScan(folder, [], memories, problems, saved, False, _run_hashes(old))
+        if not entries:  # (with load=False, `found` holds the entries trusted as they are)
+            return FolderScan(folder, found, memories, problems, saved, False, _run_hashes(old))
         if compare:  # compare=False: the index is rewritten (or not looked at) anyway
             self._report_gone(folder, old, found, problems)
         drift = not compare or not index.same_entries(saved, found)
