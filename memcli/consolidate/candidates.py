@@ -140,14 +140,31 @@ def _chunk_shingles(texts: list[str]) -> tuple[npt.NDArray[np.uint64], npt.NDArr
     count = len(points) - SHINGLE_CHARS + 1
     if count <= 0:
         return np.empty(0, dtype=_U64), np.empty(0, dtype=_U64)
-    rolling = np.zeros(count, dtype=_U64)
+    # Every operation in place, on arrays of millions of values for a chunk of long texts:
+    # each temporary would be written and read once more.
+    rolling = points[:count].copy()
     with np.errstate(over="ignore"):  # the arithmetic is meant to wrap mod 2**64
-        for offset in range(SHINGLE_CHARS):
-            rolling = rolling * _NGRAM_BASE + points[offset : offset + count]
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        for offset in range(1, SHINGLE_CHARS):
+            rolling *= _NGRAM_BASE
+            rolling += points[offset : offset + count]
     owner = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)[:count]
-    inside = np.arange(count) + SHINGLE_CHARS <= (starts + lengths)[owner]  # not across two texts
-    return _splitmix64(rolling[inside]), owner[inside].astype(_U64)
+    # not across two texts: a shingle starting in the last n - 1 characters of its text
+    ends = np.cumsum(lengths)
+    across = (ends[:, None] - np.arange(1, SHINGLE_CHARS, dtype=np.int64)[None, :]).ravel()
+    inside = np.ones(count, dtype=bool)
+    inside[across[(across >= 0) & (across < count)]] = False
+    return _mix_in_place(rolling[inside]), owner[inside].astype(_U64)
+
+
+def _mix_in_place(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """`_splitmix64` of a fresh array, overwriting it."""
+    with np.errstate(over="ignore"):
+        z ^= z >> _U64(30)
+        z *= _U64(0xBF58476D1CE4E5B9)
+        z ^= z >> _U64(27)
+        z *= _U64(0x94D049BB133111EB)
+        z ^= z >> _U64(31)
+    return z
 
 
 def _densify(minima: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:

@@ -38,7 +38,8 @@ class FolderLoading(PlannerBase):
         """A full run's view of one folder: its index entries where the files still match them
         (size and mtime), the files themselves where not. A memory known from its entry is read
         only if a rule needs its text or rewrites it."""
-        scan = self.store.scan(folder, load=False, compare=False, names=names)
+        # entries=False: the files read become memories, not index entries as well
+        scan = self.store.scan(folder, load=False, entries=False, compare=False, names=names)
         self.problems += [p for p in scan.problems if p.code != "index_gone"]  # the run rewrites it
         mems = dict(scan.memories)
         unread = [e for e in scan.entries if e["id"] not in mems]

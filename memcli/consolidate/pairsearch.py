@@ -9,7 +9,7 @@ from typing import Any
 from memcli.consolidate import rules
 from memcli.consolidate.loading import FolderLoading
 from memcli.consolidate.plantypes import DISCOVERY_FLOOR, Live
-from memcli.consolidate.similar import ALL_PAIRS_MAX, similar_pairs
+from memcli.consolidate.similar import ALL_PAIRS_MAX, PairFilter, Subset, similar_pairs, tag_filter
 from memcli.store import index
 
 
@@ -32,10 +32,12 @@ class BlockTexts(Sequence[str]):
     def __iter__(self) -> Iterator[str]:
         return (self[n] for n in range(len(self.block)))
 
-    def lengths(self) -> list[int]:
-        """Text lengths, from the index entries where the text is not at hand."""
-        out = [item.mem.cached_text_len() for item in self.block]
-        return [len(self[n]) if value is None else value for n, value in enumerate(out)]
+    def lengths(self, members: list[int] | None = None) -> list[int]:
+        """Text lengths (of `members` only, when given), from the index entries where the text
+        is not at hand."""
+        at = range(len(self.block)) if members is None else members
+        out = [(n, self.block[n].mem.cached_text_len()) for n in at]
+        return [len(self[n]) if value is None else value for n, value in out]
 
 
 
@@ -65,7 +67,8 @@ class PairSearch(FolderLoading):
             texts = BlockTexts(block)
             sigs, lengths = self._large_block(block, texts)
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
-                                  floor=floor, sigs=sigs, lengths=lengths, near=self._near())
+                                  floor=floor, sigs=sigs, lengths=lengths, near=self._near(),
+                                  allowed=self._tag_filter(block))
             found[1].covered.update(hashes[n] for n in focus)
             found[1].pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in pairs.items())
 
@@ -86,10 +89,11 @@ class PairSearch(FolderLoading):
         focus = [n for n, h in enumerate(hashes) if not usable or h not in cache.covered]  # type: ignore[union-attr]
         found: dict[tuple[int, int], float] = {}
         if focus:
-            sigs, lengths = self._large_block(block, texts)
+            allowed = self._tag_filter(block)
+            sigs, lengths = self._large_block(block, texts, None if self.opts.warm_caches else allowed)
             found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor,
                                   sigs=sigs, lengths=lengths, near=self._near(),
-                                  focus=None if len(focus) == len(block) else focus)
+                                  focus=None if len(focus) == len(block) else focus, allowed=allowed)
         if usable and cache is not None:
             for (a, b), score in cache.pairs.items():
                 if a in position and b in position:
@@ -102,18 +106,35 @@ class PairSearch(FolderLoading):
         fresh.pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in found.items())
         return found
 
-    def _large_block(self, block: list[Live],
-                     texts: BlockTexts) -> tuple[list[bytes] | None, list[int] | None]:
+    def _large_block(self, block: list[Live], texts: BlockTexts,
+                     allowed: PairFilter | None = None) -> tuple[list[bytes] | None, list[int] | None]:
         """Signatures and text lengths for a block that finds its candidates by LSH; a small
-        block is scored all-pairs and needs neither (a signature costs more than its pairs)."""
+        block is scored all-pairs and needs neither (a signature costs more than its pairs).
+        With `allowed`, only those of the memories it lets pair with another (the others are
+        left empty: the search never looks at them)."""
         if len(block) <= ALL_PAIRS_MAX:
             return None, None
-        return self._sigs(block, texts), texts.lengths()
+        if allowed is None:
+            return self._sigs(block, texts), texts.lengths()
+        members = allowed.members()
+        sigs, lengths = [b""] * len(block), [0] * len(block)
+        if not members:
+            return sigs, lengths
+        for n, sig, length in zip(members, self._sigs([block[n] for n in members], Subset(texts, members)),
+                                  texts.lengths(members), strict=True):
+            sigs[n], lengths[n] = sig, length
+        return sigs, lengths
+
+    def _tag_filter(self, block: list[Live]) -> PairFilter | None:
+        """The pairs of the block whose tags the duplicate rule could let through."""
+        return tag_filter([item.mem.tags for item in block], self.cfg.tag_overlap)
 
     def _pair_params(self, floor: float | None) -> str:
         from memcli.consolidate import candidates, similar
 
+        # the cache holds only pairs whose tags overlap above tag_overlap (see _tag_filter)
         return (f"{self.cfg.scorer}|>{self.cfg.content_similarity}|floor={floor}|near={self._near()}"
+                f"|tags>{self.cfg.tag_overlap}"
                 f"|lsh={candidates.DEFAULT_BANDS}x{candidates.DEFAULT_ROWS}|agree={similar.MIN_AGREEMENT}"
                 f"|short={similar.SHORT_TEXT}|sig=oph5")
 

@@ -7,12 +7,20 @@ Large blocks first find candidate pairs (exact normalised-text hash plus MinHash
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import fuzz
 
-from memcli.consolidate.rules import SECOND_LOOK_BAND, content_text, raw_text, scorer_fn, similarity
+from memcli.consolidate.rules import (
+    SECOND_LOOK_BAND,
+    content_text,
+    raw_text,
+    scorer_fn,
+    similarity,
+    tag_overlap,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,13 +35,16 @@ ALL_PAIRS_MAX = 40
 def similar_pairs(texts: Sequence[str], scorer: str, threshold: float, *,
                   focus: list[int] | None = None, floor: float | None = None,
                   sigs: list[bytes] | None = None, lengths: list[int] | None = None,
-                  near: float | None = None) -> dict[tuple[int, int], float]:
+                  near: float | None = None,
+                  allowed: PairFilter | None = None) -> dict[tuple[int, int], float]:
     """{(i, j): similarity} for i < j with similarity > threshold (or >= floor when given, for
     the LLM's discovery band; or >= near, for the engine's second look at pairs just below
     the threshold: the candidates stay those of the threshold). With `focus`, only pairs
     involving those indices. With `sigs` (and the texts' `lengths`), a text is looked at only
     when one of its candidate pairs passes the signature filter: `texts` may make them on
-    demand."""
+    demand. With `allowed`, only the pairs it allows: exactly the pairs found without it that
+    it allows, and a text none of them needs is never looked at (nor its signature, nor its
+    length: for a large block those of the other texts may be left empty)."""
     cutoff = (floor if floor is not None else threshold) * 100
     strict = threshold if floor is None else None
     near_cut = near * 100 if near is not None and strict is not None and near < threshold else None
@@ -42,7 +53,9 @@ def similar_pairs(texts: Sequence[str], scorer: str, threshold: float, *,
     if len(texts) < 2:
         return {}
     if len(texts) <= ALL_PAIRS_MAX:
-        return _all_pairs(list(texts), scorer, cutoff, strict, focus, near_cut)
+        return _all_pairs(texts, scorer, cutoff, strict, focus, near_cut, allowed)
+    if allowed is not None:
+        return _allowed_candidates(texts, scorer, cutoff, strict, focus, sigs, lengths, near_cut, allowed)
     return _candidate_pairs(texts, scorer, cutoff, strict, focus, sigs, lengths, near_cut)
 
 
@@ -82,24 +95,25 @@ class _Prepared:
         return found
 
 
-def _all_pairs(texts: list[str], scorer: str, cutoff: float, strict: float | None,
-               focus: list[int] | None, near_cut: float | None = None) -> dict[tuple[int, int], float]:
-    """Every pair of a small block (with ``focus``, every pair involving one of those), each
-    scored once. The scorer's own cutoff gives up early on a pair whose lengths alone keep it
-    below the cutoff."""
+def _all_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
+               focus: list[int] | None, near_cut: float | None = None,
+               allowed: PairFilter | None = None) -> dict[tuple[int, int], float]:
+    """Every pair of a small block (with ``focus``, every pair involving one of those; with
+    ``allowed``, every pair it allows), each scored once. The scorer's own cutoff gives up
+    early on a pair whose lengths alone keep it below the cutoff."""
     rows = focus if focus is not None else list(range(len(texts)))
     if not rows:
         return {}
     fn, prepare = prepared(scorer)
-    ready = [prepare(t) for t in texts]
+    ready = _Prepared(texts, prepare)
     in_rows = set(rows) if focus is not None else None
     found: dict[tuple[int, int], float] = {}
     for i in rows:
-        left = ready[i]
-        for j in range(len(ready)):
+        others = range(len(texts)) if allowed is None else allowed.partners(i)
+        for j in others:
             if j == i or (j < i and (in_rows is None or j in in_rows)):
                 continue  # each pair once: (i, j) with j < i was scored from row j
-            score = fn(left, ready[j], processor=None, score_cutoff=cutoff)
+            score = fn(ready[i], ready[j], processor=None, score_cutoff=cutoff)
             if score and _keep(score, cutoff, strict, near_cut):
                 found[(min(i, j), max(i, j))] = score / 100
     return found
@@ -132,6 +146,110 @@ def _candidate_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: f
         if score and _keep(score, cutoff, strict, near_cut):
             found[(min(i, j), max(i, j))] = score / 100
     return found
+
+
+def _allowed_candidates(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
+                        focus: list[int] | None, sigs: list[bytes] | None, lengths: list[int] | None,
+                        near_cut: float | None, allowed: PairFilter) -> dict[tuple[int, int], float]:
+    """`_candidate_pairs` over the texts that have a partner `allowed`, then only the pairs it
+    allows. The same pairs as over the whole block, filtered: whether two texts are LSH
+    candidates, and whether their signatures agree enough, depends on those two alone."""
+    members = allowed.members()
+    if len(members) < 2:
+        return {}
+    where = {n: k for k, n in enumerate(members)}
+    sub_focus = None if focus is None else [where[n] for n in focus if n in where]
+    if sub_focus == []:
+        return {}
+    sub_texts = Subset(texts, members)
+    sub_sigs = None if sigs is None else [sigs[n] for n in members]
+    sub_lengths = None if lengths is None else [lengths[n] for n in members]
+    found = _candidate_pairs(sub_texts, scorer, cutoff, strict, sub_focus, sub_sigs, sub_lengths, near_cut)
+    out: dict[tuple[int, int], float] = {}
+    for (a, b), score in found.items():
+        i, j = members[a], members[b]  # members are in order: a < b gives i < j
+        if allowed.allows(i, j):
+            out[(i, j)] = score
+    return out
+
+
+class Subset(Sequence[str]):
+    """Some texts of a block, by their positions, each still made only when asked for."""
+
+    def __init__(self, texts: Sequence[str], members: list[int]) -> None:
+        self.texts, self.members = texts, members
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __getitem__(self, n: int) -> str:  # type: ignore[override]
+        return self.texts[self.members[n]]
+
+
+class PairFilter:
+    """The pairs of a block that the rest of the duplicate rule could let through, known
+    before any text is read: rule 3.1 asks for a tag overlap above ``tag_overlap`` whatever
+    the texts' similarity, so a pair below it is never a duplicate, nor a grey-zone pair for
+    the LLM (which asks the same of the tags). Members are labelled by their tag set; a pair
+    passes when its labels may (equal sets, or distinct sets whose overlap is high enough)."""
+
+    def __init__(self, labels: list[int], same: bool, linked: set[tuple[int, int]]) -> None:
+        self.labels, self.same, self.linked = labels, same, linked
+        by_label: dict[int, list[int]] = {}
+        for n, label in enumerate(labels):
+            by_label.setdefault(label, []).append(n)
+        self._by_label = by_label
+        self._near: dict[int, list[int]] = {}
+        for a, b in linked:
+            self._near.setdefault(a, []).append(b)
+            self._near.setdefault(b, []).append(a)
+
+    def allows(self, i: int, j: int) -> bool:
+        a, b = self.labels[i], self.labels[j]
+        if a == b:
+            return self.same
+        return (a, b) in self.linked if a < b else (b, a) in self.linked
+
+    def partners(self, i: int) -> list[int]:
+        """The positions j (any, including i itself) that (i, j) may pair with, in order."""
+        label = self.labels[i]
+        found = list(self._by_label[label]) if self.same else []
+        for other in self._near.get(label, ()):
+            found += self._by_label[other]
+        return sorted(found)
+
+    def members(self) -> list[int]:
+        """The positions with at least one allowed partner, in order."""
+        counts = Counter(self.labels)
+        joined = {label for pair in self.linked for label in pair}
+        return [n for n, label in enumerate(self.labels)
+                if (self.same and counts[label] > 1) or label in joined]
+
+
+# Beyond this many distinct tag sets that could each pass the overlap with another distinct
+# set, their pairs are not enumerated (a quadratic Python loop): no filter then.
+_MAX_OPEN_SETS = 1000
+
+
+def tag_filter(tags: Sequence[Sequence[str]], threshold: float) -> PairFilter | None:
+    """The :class:`PairFilter` of a block whose members have these tags, for the rule's
+    ``tag_overlap > threshold`` (:func:`rules.tag_overlap`); None when it would cost more to
+    build than it spares."""
+    sets: dict[frozenset[str], int] = {}
+    labels = [sets.setdefault(frozenset(t), len(sets)) for t in tags]
+    distinct = list(sets)
+    # Two distinct sets overlap by at most m / (m + 1), m the smaller one's size (the smaller
+    # within the larger plus one more tag). Computed in floating point like the rule's own
+    # overlap, the bound stays a bound (division rounds monotonically).
+    open_sets = [label for label, found in enumerate(distinct) if len(found) / (len(found) + 1) > threshold]
+    if len(open_sets) > _MAX_OPEN_SETS:
+        return None
+    linked: set[tuple[int, int]] = set()
+    for k, a in enumerate(open_sets):
+        for b in open_sets[k + 1:]:
+            if tag_overlap(distinct[a], distinct[b]) > threshold:
+                linked.add((a, b))
+    return PairFilter(labels, tag_overlap((), ()) > threshold, linked)
 
 
 # Candidates whose signatures agree on fewer than this share of values are not scored: on

@@ -235,6 +235,58 @@ def validate(data: Any, *, file_id: str | None = None) -> tuple[list[str], list[
     return problems, warnings
 
 
+_NONE: list[str] = []  # a field left out (`is` tells it from any value read from a file)
+_USUAL_TYPES = frozenset(TYPES)
+_USUAL_PRIORITIES = frozenset(PRIORITIES)
+_USUAL_SCOPES = frozenset(SCOPES)
+
+
+def plainly_valid(data: Any, file_id: str) -> bool:
+    """True when `validate(data, file_id=file_id)` finds no problem and no warning, checked
+    the quick way for the usual record (every memory of a full pass goes through here);
+    False when unsure: `validate` then says what is wrong, if anything."""
+    if type(data) is not dict:
+        return False
+    get = data.get
+    content, created = get("content"), get("created_at")
+    kind = get("type")
+    if (get("id") != file_id or not ID_RE.match(file_id) or type(kind) is not str or kind not in _USUAL_TYPES
+            or type(content) is not dict or type(created) is not str or not _CANONICAL_TS.match(created)):
+        return False
+    priority, scope = get("priority", "normal"), get("scope")
+    if type(priority) is not str or priority not in _USUAL_PRIORITIES or not (
+            scope is None or (type(scope) is str and scope in _USUAL_SCOPES)):
+        return False
+    for name in ("subtype", "scope_id", "created_by"):
+        value = get(name, "")
+        if type(value) is not str:
+            return False
+    for name in ("promoted_to", "promoted_from"):
+        value = get(name)
+        if value is not None and type(value) is not str:
+            return False
+    if "consent" in data and type(data["consent"]) is not bool:
+        return False
+    for name in ("tags", "supersedes", "superseded_by"):
+        value = get(name, _NONE)
+        if value is _NONE:
+            continue
+        if type(value) is not list:
+            return False
+        for item in value:
+            if type(item) is not str:
+                return False
+    count = get("access_count", 0)
+    if type(count) is not int or count < 0:
+        return False
+    for name in ("updated_at", "last_accessed"):
+        value = get(name)
+        if value is not None and (type(value) is not str or not _CANONICAL_TS.match(value)):
+            return False
+    details, timeline = content.get("details", ""), content.get("timeline", _NONE)
+    return type(details) is str and (timeline is _NONE or type(timeline) is list)
+
+
 def _check_id(data: dict[str, Any], file_id: str | None, problems: list[str]) -> None:
     mem_id = data.get("id")
     if not is_valid_id(mem_id):

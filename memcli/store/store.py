@@ -24,7 +24,7 @@ from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFou
 from memcli.store import cache, fsops, index, locate
 from memcli.store.index import Snapshot
 from memcli.store.locate import OPS_MARKERS  # noqa: F401  (re-exported)
-from memcli.store.model import Memory, decode, fmt_of, is_valid_id, now, sha256, validate
+from memcli.store.model import Memory, decode, is_valid_id, now, plainly_valid, sha256, validate
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 STAMP_AGE_NS = 1_000_000_000  # see Store._names_since: well over any file system's timestamp tick
@@ -266,7 +266,8 @@ class Store:
              names: list[str] | None = None) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
         With load=False, files whose index entry matches size and mtime are not read; with
-        entries=False (planning), no index entries are built, only the memories read, and the
+        entries=False (planning), no index entries are built for the files read, only their
+        memories (with load=False, the entries still describing their files are kept), and the
         run hashes come from the last-run snapshot when given (a tenth of the index's bytes)."""
         problems: list[Problem] = []
         if self._unreadable(folder, problems):
@@ -297,13 +298,13 @@ class Store:
                         and is_valid_id(cached.get("id")) and _facts_ok([cached]):
                     found.append(cached)
                     continue
-            mem = self._read(folder.path / name, folder, problems)
+            mem = self._read_in(folder, name, problems)
             if mem is not None:
                 memories[mem.id] = mem
                 if entries:
                     found.append(index.entry_for(mem, cached, archive=archive))
-        if not entries:
-            return FolderScan(folder, [], memories, problems, saved, False, _run_hashes(old))
+        if not entries:  # (with load=False, `found` holds the entries trusted as they are)
+            return FolderScan(folder, found, memories, problems, saved, False, _run_hashes(old))
         if compare:  # compare=False: the index is rewritten (or not looked at) anyway
             self._report_gone(folder, old, found, problems)
         drift = not compare or not index.same_entries(saved, found)
@@ -312,7 +313,7 @@ class Store:
     def _read_all(self, folder: Folder, lastrun: index.Snapshot, problems: list[Problem]) -> FolderScan:
         memories: dict[str, Memory] = {}
         for name in self.memory_names(folder):
-            mem = self._read(folder.path / name, folder, problems)
+            mem = self._read_in(folder, name, problems)
             if mem is not None:
                 memories[mem.id] = mem
         return FolderScan(folder, [], memories, problems, None, False, lastrun.run_hashes(), len(memories))
@@ -510,42 +511,58 @@ class Store:
     def _read(self, path: Path, folder: Folder, problems: list[Problem]) -> Memory | None:
         """Open without following links and check the open file itself, so that a file swapped
         for a link between listing and reading is never followed."""
-        raw_st = self._open_read(path, problems)
+        return self._read_in(folder, path.name, problems, path)
+
+    def _read_in(self, folder: Folder, name: str, problems: list[Problem],
+                 path: Path | None = None) -> Memory | None:
+        """`_read` of the file `name` of `folder`. Run for every memory of a cold pass: no path
+        object is made unless a problem names the file (the memory makes its own when asked)."""
+        where = f"{folder.path}/{name}" if path is None else path
+        raw_st = self._open_read(where, problems)
         if raw_st is None:
             return None
         raw, st = raw_st
-        fmt = fmt_of(path) or "json"
+        # as fmt_of(path) or "json", and path.stem, from the name alone
+        fmt = "md" if name.endswith(".md") and name[0] not in "._" else "json"
         try:
             data = decode(raw, fmt)
         except ValueError as exc:
-            problems.append(Problem(self.rel(path), str(exc), "unreadable"))
+            problems.append(Problem(self.rel(Path(where)), str(exc), "unreadable"))
             return None
-        file_id = path.stem.split("@")[0] if folder.scope == "archive" else path.stem
+        dot = name.rfind(".")
+        stem = name[:dot] if 0 < dot < len(name) - 1 else name
+        file_id = stem.split("@")[0] if folder.scope == "archive" else stem
+        if plainly_valid(data, file_id) and not _scope_mismatch(data, folder):
+            return Memory(data, path, fmt, sha256(raw), st.st_size, st.st_mtime_ns, [], folder=folder.path,
+                          name=name)
         errors, warnings = validate(data, file_id=file_id)
         errors += _scope_mismatch(data, folder)
         if errors:
-            problems.append(Problem(self.rel(path), "; ".join(errors), "invalid"))
+            problems.append(Problem(self.rel(Path(where)), "; ".join(errors), "invalid"))
             return None
         for warning in warnings:
-            problems.append(Problem(self.rel(path), warning, "no_timezone", "warning"))
-        return Memory(data, path, fmt, sha256(raw), st.st_size, st.st_mtime_ns, warnings)
+            problems.append(Problem(self.rel(Path(where)), warning, "no_timezone", "warning"))
+        return Memory(data, path, fmt, sha256(raw), st.st_size, st.st_mtime_ns, warnings, folder=folder.path,
+                      name=name)
 
-    def _open_read(self, path: Path, problems: list[Problem]) -> tuple[bytes, os.stat_result] | None:
+    def _open_read(self, path: Path | str, problems: list[Problem]) -> tuple[bytes, os.stat_result] | None:
         try:  # O_NONBLOCK: a FIFO is never waited on (fstat then refuses it), a device never held
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
+            where = self.rel(Path(path))
             if exc.errno == errno.ELOOP:
-                problems.append(Problem(self.rel(path), _SYMLINK, "symlink"))
+                problems.append(Problem(where, _SYMLINK, "symlink"))
             elif exc.errno != errno.ENOENT:
-                problems.append(Problem(self.rel(path), f"cannot be read ({exc.strerror})", "unreadable"))
+                problems.append(Problem(where, f"cannot be read ({exc.strerror})", "unreadable"))
             return None
         try:
             st = os.fstat(fd)
-            if not self._acceptable(path, st, problems):
+            usual = statmod.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES
+            if not usual and not self._acceptable(Path(path), st, problems):
                 return None
             return _read_fd(fd, st.st_size), st
         except OSError as exc:
-            problems.append(Problem(self.rel(path), f"cannot be read ({exc.strerror})", "unreadable"))
+            problems.append(Problem(self.rel(Path(path)), f"cannot be read ({exc.strerror})", "unreadable"))
             return None
         finally:
             os.close(fd)

@@ -227,6 +227,15 @@ def test_signature_is_pinned() -> None:
     assert hashlib.sha256(sig).hexdigest()[:16] == "3ea2b8486835f4e4"
 
 
+def test_signatures_in_bulk_are_pinned_across_text_boundaries() -> None:
+    # Texts shorter than a shingle, empty ones and others side by side in one chunk: no
+    # shingle may cross from one text into the next (pinned before the in-place hashing).
+    texts = ["", "a", "ab c", "abcd", "abcde", "abcdef", "", "é ü 漢字 x", "x" * 7,
+             "deploy the cache after the retry queue drains"] * 3
+    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "da70718bc8c9aecc"
+    assert signatures(texts) == [signature(t) for t in texts]
+
+
 def test_signature_same_in_another_process_with_other_hash_seed() -> None:
     text = "rotate the vault token every 90 days"
     code = f"from memcli.consolidate.candidates import signature; print(signature({text!r}).hex())"

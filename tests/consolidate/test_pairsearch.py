@@ -111,3 +111,91 @@ def test_recall_against_the_exact_all_pairs_rule_at_every_shape(tmp_path: Path, 
     figures = bench_run.pair_figures(root, planted, merges)
     assert figures["unguarded"] >= 50, figures  # enough planted pairs to read a percentage
     assert figures["recall_unguarded"] >= 0.99, figures
+
+
+# ------------------------------------------------------------ pairs the tag rule lets through
+
+
+def test_tag_filter_allows_exactly_the_pairs_whose_tag_overlap_passes() -> None:
+    tags = [["a", "b"], ["b", "a"], ["a", "b", "c"], [], [],
+            ["p", "q", "r", "s", "t"], ["p", "q", "r", "s", "t", "u"],  # 5/6 = 0.83: above 0.80
+            ["k", "l", "m", "n"], ["k", "l", "m", "n", "o"]]  # 4/5 = 0.80: not above
+    for threshold in (0.80, 0.5, 0.0, 0.99):
+        allowed = similar.tag_filter(tags, threshold)
+        assert allowed is not None
+        expected = {(i, j) for i, j in combinations(range(len(tags)), 2)
+                    if rules.tag_overlap(tags[i], tags[j]) > threshold}
+        assert {(i, j) for i, j in combinations(range(len(tags)), 2) if allowed.allows(i, j)} == expected
+        assert allowed.members() == sorted({n for pair in expected for n in pair})
+        for i in range(len(tags)):
+            assert [j for j in allowed.partners(i) if j != i] == [
+                j for j in range(len(tags)) if j != i and (min(i, j), max(i, j)) in expected]
+    assert similar.tag_filter([["x"]], 0.80).members() == []  # type: ignore[union-attr]
+    assert similar.tag_filter(tags, 1.0).members() == []  # type: ignore[union-attr]
+
+
+def test_tag_filter_gives_up_on_too_many_distinct_open_tag_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    tags = [[f"t{n}", f"u{n}"] for n in range(12)]  # 2/3 > 0.5: every distinct set is open
+    monkeypatch.setattr(similar, "_MAX_OPEN_SETS", 10)
+    assert similar.tag_filter(tags, 0.5) is None
+    assert similar.tag_filter(tags, 0.8) is not None  # 2/3 <= 0.8: none is open
+
+
+@pytest.mark.parametrize("size", [12, 90])  # all-pairs, and candidates by LSH
+@pytest.mark.parametrize("focus", [None, [0, 5, 7]])
+def test_similar_pairs_with_a_filter_are_the_filtered_pairs_and_read_only_what_they_need(
+        size: int, focus: list[int] | None) -> None:
+    rng = random.Random(size)
+    base = [rules.content_text({"summary": " ".join(f"w{rng.randint(0, 400)}" for _ in range(30))})
+            for _ in range(size // 2)]
+    texts = base + [t + " again" for t in base]  # every text has a near twin
+    tags = [["x"] if n % 3 else ["y"] for n in range(len(texts))]
+    tags[1] = ["lonely"]
+    allowed = similar.tag_filter(tags, 0.80)
+    assert allowed is not None
+    touched: set[int] = set()
+
+    class Texts(list[str]):
+        def __getitem__(self, n: Any) -> Any:
+            touched.add(n)
+            return super().__getitem__(n)
+
+    whole = similar.similar_pairs(texts, "token_sort_ratio", 0.80, focus=focus, near=0.70)
+    assert whole  # the twins
+    found = similar.similar_pairs(Texts(texts), "token_sort_ratio", 0.80, focus=focus, near=0.70,
+                                  allowed=allowed)
+    assert found == {pair: score for pair, score in whole.items() if allowed.allows(*pair)}
+    assert 1 not in touched and touched <= set(allowed.members())
+
+
+def test_a_dry_run_reads_no_memory_whose_tags_pair_with_none_of_its_block(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcli.store.memories import reindex
+
+    root = tmp_path / "s"
+    _small_store(root)
+    store = Store(root)
+    reindex(store)
+    before = engine.consolidate(Store(root), dry_run=True).actions
+    blocks: dict[tuple[str, str, str], list[Any]] = {}
+    for scan in store.scan_all(load=True).folders:
+        for mem in scan.memories.values():
+            if rules.takes_part(mem):
+                blocks.setdefault((scan.folder.rel, mem.type, mem.subtype), []).append(mem)
+    alone = set()
+    for block in blocks.values():
+        allowed = similar.tag_filter([m.tags for m in block], 0.80)
+        assert allowed is not None
+        members = set(allowed.members())
+        alone |= {m.name for n, m in enumerate(block) if n not in members}
+    read: list[str] = []
+    original = Store._read
+
+    def spy(self: Store, path: Path, *args: Any) -> Any:
+        read.append(path.name)
+        return original(self, path, *args)
+
+    monkeypatch.setattr(Store, "_read", spy)
+    after = engine.consolidate(Store(root), dry_run=True).actions
+    assert after == before and any(a["type"] == "merge" for a in after)
+    assert len(alone) > len(read) > 0 and not alone & set(read)

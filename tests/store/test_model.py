@@ -164,3 +164,32 @@ def test_front_matter_at_the_value_limit_loads_and_one_past_it_is_refused(monkey
     monkeypatch.setattr(model, "MAX_YAML_VALUES", 15)
     with pytest.raises(ValueError, match="more than 15 values"):
         model.decode(text.encode(), "md")
+
+
+_ODD_VALUES = [None, True, False, 0, -1, 3, 2.5, "", "x", "normal", "agent", "semantic", "mem_a",
+               "2026-01-01T00:00:00Z", "2026-01-01T00:00:00", "2026-02-30T00:00:00Z", [], ["a"], [1],
+               {}, {"details": 3}, {"details": "d"}, {"timeline": "t"}, {"timeline": []}, ["mem_a"]]
+_FIELDS = ["id", "type", "priority", "scope", "scope_id", "subtype", "created_by", "consent", "content",
+           "promoted_to", "promoted_from", "tags", "supersedes", "superseded_by", "access_count",
+           "created_at", "updated_at", "last_accessed", "other"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(_FIELDS), st.sampled_from(_ODD_VALUES), max_size=6),
+       st.lists(st.sampled_from(_FIELDS), max_size=3))
+def test_the_quick_validity_check_never_passes_what_validate_objects_to(
+        changes: dict[str, object], dropped: list[str]) -> None:
+    data = record(id="mem_a")
+    data.update(changes)
+    for name in dropped:
+        data.pop(name, None)
+    if model.plainly_valid(data, "mem_a"):
+        assert model.validate(data, file_id="mem_a") == ([], [])
+    assert not model.plainly_valid(data, "mem_b") or data.get("id") == "mem_b"
+
+
+def test_the_quick_validity_check_passes_the_usual_record() -> None:
+    data = record(id="mem_a", tags=["x"], scope="agent", scope_id="a1", access_count=2,
+                  updated_at="2026-01-02T03:04:05Z", promoted_from=None)
+    assert model.validate(data, file_id="mem_a") == ([], []) and model.plainly_valid(data, "mem_a")
+    assert not model.plainly_valid(data, "mem_b") and not model.plainly_valid([data], "mem_a")
