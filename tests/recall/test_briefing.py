@@ -81,7 +81,7 @@ def test_scanned_order_is_the_plain_order(store: Path, seed: int, disturb: bool)
         made.append(add(store, scope_id=rng.choice(["coder", "coder", "writer"]), **fields))
     memories.reindex(Store(store))
     scan = briefing._Scan.of((store / "agent" / "coder" / "_index.json").read_bytes())
-    assert scan is not None and 0 < len(scan.marked) < len(scan.ids)  # the fast path, with marks
+    assert scan is not None and 0 < len(scan.marked) < len(scan.files)  # the fast path, with marks
     if disturb:  # a file dropped in by hand, one deleted, one marked archived in place
         hand = add(store, summary="dropped in by hand", access_count=3)
         gone = next(m for m in made if m["scope_id"] == "coder")
@@ -159,3 +159,44 @@ def test_recency_keys_at_once_equal_the_row_by_row_keys(seed: int) -> None:
         else:
             group.append((0, scan, "agent/coder", f"m{at}.json", at, None, 0))
     assert briefing._recency_keys(group) == [briefing._recency(row) for row in group]
+
+
+@pytest.mark.parametrize(("old", "new", "scanned"), [
+    (b'"priority":"critical"', b'"priority": "critical"', False),  # a mark's value not written plainly
+    (b'"subtype":"decision"', b'"subtype":"d\\u0065cision"', False),  # a mark's value escaped
+    (b'"tags":["deploy","permanent"]', b'"tags":["deploy","perm\\u0061nent"]', False),
+    (b'"subtype":"howto"', b'"subtype":"how,to"', False),  # a comma in a value: the entry does not match
+    (b'"updated_at":"2026-10-05T10:00:00Z"', b'"updated_at":"2026-10-05T10:00:00\\u005a"', True),
+    (b'"updated_at":"2026-10-05T10:00:00Z"', b'"updated_at": "2026-10-05T10:00:00Z"', True),
+    (b'"consent":false', b'"consent":"no"', True),
+])
+def test_values_written_otherwise_give_the_plain_order(store: Path, old: bytes, new: bytes, scanned: bool) -> None:
+    """Each value is matched up to its comma and decoded as JSON where it is used: values
+    written otherwise (spaces, escapes, another type) give the order of a plain reading,
+    scanned when no mark could be misread, else parsed whole."""
+    made = [add(store, summary="plain", access_count=2, subtype="howto", updated_at="2026-10-05T10:00:00Z"),
+            add(store, summary="critical", priority="critical", access_count=0),
+            add(store, summary="a decision", type="semantic", subtype="decision", access_count=0),
+            add(store, summary="kept", tags=["deploy", "permanent"], access_count=0),
+            add(store, summary="a person's", created_by="USER", consent=False, access_count=1),
+            add(store, summary="newer", access_count=2, updated_at="2026-10-06T10:00:00Z")]
+    memories.reindex(Store(store))
+    index = store / "agent" / "coder" / "_index.json"
+    raw = index.read_bytes()
+    assert raw.count(old) >= 1
+    index.write_bytes(raw.replace(old, new))
+    assert (briefing._Scan.of(index.read_bytes()) is not None) is scanned
+    rels = ["agent/coder"]
+    got = ours(store, rels, set(), {})
+    assert got == reference(store, rels, set(), {})
+    assert sorted(got) == sorted(m["id"] for m in made)
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    ([], True), (["a.json", "b.md", "c.json"], True), (["b.json", "a.json"], False),
+    (["_a.json", "b.json"], False), ([".a.json", "b.json"], False), (["a.json", "b.txt"], False),
+    (["a.json.txt"], False), (["a.md", "a.mdx"], False), (["a.json", "a.json"], True),
+])
+def test_sorted_memory_names(names: list[str], expected: bool) -> None:
+    assert briefing._sorted_memory_names(names) is expected
+    assert expected is (names == sorted(names) and all(map(briefing._is_memory_name, names)))
