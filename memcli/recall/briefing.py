@@ -143,26 +143,36 @@ def _recency(candidate: Row) -> str:
 
 
 # A timestamp as the store writes it, still JSON-quoted in the index's bytes, whose recency
-# key is its first 19 characters (`rank.recency_key`'s own fast case; bytes `\d` is ASCII)
-_CANONICAL_RAW = re.compile(rb'"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])'
+# key is its first 19 characters: `rank.recency_key`'s own fast case (days to the 28th),
+# and the days 29-31 of the months that have them (what `recency_key` builds a datetime
+# for gives the same; February 29 and the year 0 are left to it). Bytes `\d` is ASCII.
+_CANONICAL_RAW = re.compile(rb'"(?:\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])'
+                            rb'|(?!0000)\d{4}-(?:(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31))'
                             rb'T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\dZ"')
 
 
 def _recency_keys(group: list[Row]) -> list[str]:
     """`_recency` of each row: taken from the index's bytes at once for the usual form (a
-    briefing without a search index orders thousands of rows of one rank and use count)."""
-    keys: list[str] = []
-    append, canonical = keys.append, _CANONICAL_RAW.fullmatch
-    for row in group:
+    briefing without a search index orders thousands of rows of one rank and use count):
+    the keys are cut out of the group's raw values joined by newlines by two replaces and a
+    split, and each value is checked by a map, not a call per row."""
+    keys: list[str] = [""] * len(group)
+    scanned: list[int] = []
+    raws: list[bytes] = []
+    for n, row in enumerate(group):
         scan, at, entry = row[1], row[4], row[5]
         if entry is None and scan is not None:
             raw = scan.updated[at]
-            if raw == b"null":
-                raw = scan.created[at]
-            if canonical(raw):
-                append(raw[1:20].decode())
-                continue
-        append(_recency(row))
+            raws.append(scan.created[at] if raw == b"null" else raw)
+            scanned.append(n)
+        else:
+            keys[n] = _recency(row)
+    # every key cut out at once (right for the usual form; any other is worked out again)
+    cut = b"\n".join(raws).replace(b'Z"', b"").replace(b'"', b"").decode(errors="replace").split("\n")
+    if len(cut) != len(raws):  # (a raw value with a newline in it: none is cut out at once)
+        cut = [raw[1:20].decode(errors="replace") for raw in raws]
+    for n, key, usual in zip(scanned, cut, map(_CANONICAL_RAW.fullmatch, raws), strict=True):
+        keys[n] = key if usual else _recency(group[n])
     return keys
 
 
@@ -345,6 +355,10 @@ _ENTRY = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)","type":' + _VALUE +
 
 def _time_value(raw: bytes) -> Any:
     """A timestamp column's value, decoded (None when it does not decode)."""
+    if raw == b"null":
+        return None
+    if raw[:1] == b'"' and raw[-1:] == b'"' and b"\\" not in raw and raw.count(b'"') == 2:
+        return raw[1:-1].decode(errors="replace")  # a string without escapes (the usual)
     try:
         return json.loads(raw)
     except ValueError:
