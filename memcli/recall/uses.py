@@ -36,6 +36,7 @@ import datetime as dt
 import json
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from memcli.recall.rank import epoch
@@ -109,8 +110,13 @@ class Pending:
             self.sessions.append(session)
 
 
+# The moments of use times, remembered: a journal's lines share a few (one per second of a
+# session's uses), and a hook reads them all (`pending`) on every prompt.
+_moment_of = lru_cache(maxsize=4096)(epoch)
+
+
 def _later(a: str, b: str) -> bool:
-    ta, tb = epoch(a), epoch(b)
+    ta, tb = _moment_of(a), _moment_of(b)
     return ta is not None and (tb is None or ta > tb)
 
 
@@ -245,7 +251,7 @@ def pending(root: Path) -> dict[str, Pending]:
         line for line in _lines(root / "ops" / FOLDING) if str(line.get("id")) not in done[FOLD_JOURNAL]]
     for line in lines + _lines(root / "ops" / PENDING):
         at = line.get("at")
-        if isinstance(at, str) and epoch(at) is not None:
+        if isinstance(at, str) and _moment_of(at) is not None:
             out.setdefault(str(line["id"]), Pending()).add(at, clean_session(line.get("session")))
     return out
 
