@@ -215,15 +215,24 @@ def used_in_session(root: Path, session: str) -> set[str]:
     return found
 
 
+# The lines of each journal as last parsed, with the file's inode, size, mtime and ctime: a hook
+# reads the pending uses three times (the session's, the overlay, before recording), and the
+# journals are only appended to or replaced, which changes those.
+_PARSED: dict[tuple[str, int], tuple[tuple[int, int, int, int], list[dict[str, Any]]]] = {}
+
+
 def _lines(path: Path, tail: int = 0) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines file; a torn or foreign line is skipped."""
     try:
         with open(path, "rb") as handle:
-            if tail:
-                size = os.fstat(handle.fileno()).st_size
-                if size > tail:
-                    handle.seek(size - tail)
-                    handle.readline()  # a partial first line
+            st = os.fstat(handle.fileno())
+            sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            known = _PARSED.get((str(path), tail))
+            if known is not None and known[0] == sig:
+                return list(known[1])
+            if tail and st.st_size > tail:
+                handle.seek(st.st_size - tail)
+                handle.readline()  # a partial first line
             raw = handle.read()
     except OSError:
         return []
@@ -237,7 +246,8 @@ def _lines(path: Path, tail: int = 0) -> list[dict[str, Any]]:
             continue
         if isinstance(line, dict) and (is_valid_id(line.get("id")) or "uses_of" in line):
             out.append(line)
-    return out
+    _PARSED[(str(path), tail)] = (sig, out)
+    return list(out)
 
 
 # ---------------------------------------------------------------- reading: the overlay
