@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from itertools import repeat
+from itertools import compress, repeat
 from operator import itemgetter
 
 from memcli.recall import index as rindex
@@ -125,7 +125,7 @@ def _from_folder_indices(root: str, rels: list[str], skip: set[str],
         keys = _recency_keys(group)
         group = [group[n] for n in sorted(range(len(group)), key=keys.__getitem__, reverse=True)]
         for _order, scan, rel, name, _at, entry, uses in group:
-            mem_id = entry.get("id") if entry is not None else scan.ids[_at] if scan is not None else None
+            mem_id = entry.get("id") if entry is not None else scan.id(_at) if scan is not None else None
             record = _read(os.path.join(root, rel), rel, name)  # the file is the truth
             if record is None or record.get("id") != mem_id or "archived_at" in record:
                 continue
@@ -143,26 +143,36 @@ def _recency(candidate: Row) -> str:
 
 
 # A timestamp as the store writes it, still JSON-quoted in the index's bytes, whose recency
-# key is its first 19 characters (`rank.recency_key`'s own fast case; bytes `\d` is ASCII)
-_CANONICAL_RAW = re.compile(rb'"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])'
+# key is its first 19 characters: `rank.recency_key`'s own fast case (days to the 28th),
+# and the days 29-31 of the months that have them (what `recency_key` builds a datetime
+# for gives the same; February 29 and the year 0 are left to it). Bytes `\d` is ASCII.
+_CANONICAL_RAW = re.compile(rb'"(?:\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])'
+                            rb'|(?!0000)\d{4}-(?:(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31))'
                             rb'T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\dZ"')
 
 
 def _recency_keys(group: list[Row]) -> list[str]:
     """`_recency` of each row: taken from the index's bytes at once for the usual form (a
-    briefing without a search index orders thousands of rows of one rank and use count)."""
-    keys: list[str] = []
-    append, canonical = keys.append, _CANONICAL_RAW.fullmatch
-    for row in group:
+    briefing without a search index orders thousands of rows of one rank and use count):
+    the keys are cut out of the group's raw values joined by newlines by two replaces and a
+    split, and each value is checked by a map, not a call per row."""
+    keys: list[str] = [""] * len(group)
+    scanned: list[int] = []
+    raws: list[bytes] = []
+    for n, row in enumerate(group):
         scan, at, entry = row[1], row[4], row[5]
         if entry is None and scan is not None:
             raw = scan.updated[at]
-            if raw == b"null":
-                raw = scan.created[at]
-            if canonical(raw):
-                append(raw[1:20].decode())
-                continue
-        append(_recency(row))
+            raws.append(scan.created[at] if raw == b"null" else raw)
+            scanned.append(n)
+        else:
+            keys[n] = _recency(row)
+    # every key cut out at once (right for the usual form; any other is worked out again)
+    cut = b"\n".join(raws).replace(b'Z"', b"").replace(b'"', b"").decode(errors="replace").split("\n")
+    if len(cut) != len(raws):  # (a raw value with a newline in it: none is cut out at once)
+        cut = [raw[1:20].decode(errors="replace") for raw in raws]
+    for n, key, usual in zip(scanned, cut, map(_CANONICAL_RAW.fullmatch, raws), strict=True):
+        keys[n] = key if usual else _recency(group[n])
     return keys
 
 
@@ -185,18 +195,18 @@ def _gather(pool: list[Row], folder: str, rel: str, listed: list[str], skip: set
         return
     closer = scan.marked  # entries looked at closer: marked, with pending uses, or to skip
     if extra or skip:
-        closer = closer | {n for n, mem_id in enumerate(scan.ids) if mem_id in extra or mem_id in skip}
+        closer = closer | scan.numbers_of({*extra, *skip})
     files = scan.files
     present, indexed = set(listed), set(files)
-    if len(indexed) == len(files) and indexed <= present and files == sorted(files) \
-            and not any(map(_is_memory_name, present - indexed)) and all(map(_is_memory_name, files)):
+    if len(indexed) == len(files) and indexed <= present and _sorted_memory_names(files) \
+            and not any(map(_is_memory_name, present - indexed)):
         # the usual case, the index lists exactly the folder's memory files: rows at C speed
         count = len(files)
         rows: list[Row | None] = list(zip(scan.counts, repeat(scan, count), repeat(rel, count), files,
                                           range(count), repeat(None, count), scan.counts, strict=True))
         for at in closer:
             rows[at] = _row(folder, rel, files[at], scan.fields(at), skip, extra)
-        pool.extend(row for row in rows if row is not None)
+        pool.extend(filter(None, rows))  # (a row is a tuple, never empty)
         return
     where = {file: n for n, file in enumerate(files)}
     for name in sorted(filter(_is_memory_name, listed)):
@@ -211,6 +221,17 @@ def _gather(pool: list[Row], folder: str, rel: str, listed: list[str], skip: set
 
 def _is_memory_name(name: str) -> bool:
     return name.endswith((".json", ".md")) and name[0] not in "._"
+
+
+def _sorted_memory_names(files: list[str]) -> bool:
+    """Whether every name is a memory file's (`_is_memory_name`) and they come sorted: for
+    10,000 names at once, by string searches over the names joined by newlines (the names
+    of a `_Scan` hold none: a raw newline is not valid JSON), not a call per name."""
+    if not files or files != sorted(files):
+        return not files
+    joined = "\n" + "\n".join(files) + "\n"
+    return "\n." not in joined and "\n_" not in joined and "\n\n" not in joined \
+        and joined.count(".json\n") + joined.count(".md\n") == len(files)
 
 
 def _row(folder: str, rel: str, name: str, entry: dict[str, Any] | None, skip: set[str],
@@ -240,22 +261,20 @@ class _Scan:
     escaped character): None, and the index is parsed whole. (An entry marked archived is
     left to the file, read before anything is shown.)"""
 
-    __slots__ = ("columns", "ids", "files", "counts", "created", "updated", "marked")
+    __slots__ = ("columns", "files", "counts", "created", "updated", "marked")
 
-    def __init__(self, columns: list[tuple[bytes, ...]]) -> None:
+    def __init__(self, columns: list[tuple[bytes, ...]], marked: set[int]) -> None:
         self.columns = columns
-        self.ids = list(map(bytes.decode, columns[0]))
         self.files = list(map(bytes.decode, columns[1]))
         self.counts = list(map(int, columns[10]))
         self.created, self.updated = columns[8], columns[9]
-        marked: set[int] = set()
-        for col, hit in ((3, _is_decision), (4, _has_keep_tag), (5, _is_critical), (6, _is_user)):
-            if any(hit(value) for value in set(columns[col])):  # (few distinct values)
-                marked.update(n for n, value in enumerate(columns[col]) if hit(value))
         self.marked = marked
 
     @classmethod
     def of(cls, raw: bytes) -> _Scan | None:
+        """The scan of a folder index's bytes, or None when they are not in the layout.
+        (An entry the expression skips is not lost: its file is then not among the scan's
+        files, and the folder is listed name by name.)"""
         at = raw.find(_ENTRIES_KEY)
         if at < 0:
             return None
@@ -263,18 +282,38 @@ class _Scan:
             header = json.loads(raw[:at] + b"}")
             count = header.get("entry_count") if isinstance(header, dict) else None
             found = _ENTRY.findall(raw, at)
-            if not count or count != len(found) or raw.count(b'{"id":"', at) != count:
+            if not count or count != len(found):
                 return None
-            return cls(list(zip(*found, strict=True)))
+            columns = list(zip(*found, strict=True))
+            b"".join(columns[0]).decode()  # the ids are decoded when used: valid UTF-8 all
+            marked: set[int] = set()
+            for col, hit in ((3, _is_decision), (4, _has_keep_tag), (5, _is_critical), (6, _is_user)):
+                values = set(columns[col])  # (few distinct values)
+                if col == 4 and any(b"\\" in value for value in values) \
+                        or col != 4 and not all(map(_PLAIN.fullmatch, values)):
+                    return None  # a value where a mark is looked for not written plainly: parsed whole
+                if any(hit(value) for value in values):
+                    marked.update(n for n, value in enumerate(columns[col]) if hit(value))
+            return cls(columns, marked)
         except (ValueError, UnicodeDecodeError):
             return None
+
+    def id(self, n: int) -> str:
+        return self.columns[0][n].decode()
+
+    def numbers_of(self, ids: set[str]) -> set[int]:
+        """The entry numbers of these ids (a few: pending uses, ids to skip)."""
+        wanted = {mem_id.encode() for mem_id in ids}
+        column = self.columns[0]
+        return set() if wanted.isdisjoint(column) else \
+            set(compress(range(len(column)), map(wanted.__contains__, column)))
 
     def fields(self, n: int) -> dict[str, Any] | None:
         """What the briefing needs of entry `n` (the fields `rank.brief_rank`, the uses and
         the recency read), decoded from its columns; None when a value does not decode."""
         c = self.columns
         try:
-            return {"id": self.ids[n], "file": self.files[n], "access_count": self.counts[n],
+            return {"id": self.id(n), "file": self.files[n], "access_count": self.counts[n],
                     **{name: json.loads(c[col][n]) for col, name in _FIELD_COLUMNS}}
         except ValueError:
             return None
@@ -301,15 +340,29 @@ def _is_user(value: bytes) -> bool:
 
 
 _ENTRIES_KEY = b',"entries":['
-_STR = rb'(null|"[^"\\]*")'
-_ENTRY = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)","type":' + _STR + rb',"subtype":' + _STR
-                    + rb',"tags":(\[[^\]\\]*\]),"priority":' + _STR + rb',"created_by":' + _STR
-                    + rb',"consent":(true|false|null),"created_at":' + _STR + rb',"updated_at":' + _STR
-                    + rb',"last_accessed":(?:null|"[^"\\]*"),"access_count":(\d+)[,}]')
+# A field's value, JSON as written, up to the comma after it: a value holding a comma (or a
+# key out of order) makes the entry not match, and the index is parsed whole. (`[^,]*` is
+# the regular expression engine's fastest loop: a third less time than matching each value
+# as null or a string without escapes, which the values are then decoded to; escapes in the
+# values that make marks send the index to the parse, see `_Scan.of`.)
+_VALUE = rb'([^,]*)'
+_PLAIN = re.compile(rb'null|"[^"\\]*"')
+_ENTRY = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)","type":' + _VALUE + rb',"subtype":' + _VALUE
+                    + rb',"tags":(\[[^\]]*\]),"priority":' + _VALUE + rb',"created_by":' + _VALUE
+                    + rb',"consent":' + _VALUE + rb',"created_at":' + _VALUE + rb',"updated_at":' + _VALUE
+                    + rb',"last_accessed":[^,]*,"access_count":(\d+)[,}]')
 
 
-def _time_value(raw: bytes) -> str | None:
-    return None if raw == b"null" else raw[1:-1].decode()
+def _time_value(raw: bytes) -> Any:
+    """A timestamp column's value, decoded (None when it does not decode)."""
+    if raw == b"null":
+        return None
+    if raw[:1] == b'"' and raw[-1:] == b'"' and b"\\" not in raw and raw.count(b'"') == 2:
+        return raw[1:-1].decode(errors="replace")  # a string without escapes (the usual)
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 def _index_bytes(folder: str) -> bytes:

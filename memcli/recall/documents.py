@@ -98,8 +98,3 @@ def documents_of(rel: str, records: list[tuple[str, dict[str, Any], int, int]]
         if code:
             live[n]["code"] = code
     return out
-
-
-def tantivy_document(tv: Any, schema: Any, doc: dict[str, Any]) -> Any:
-    """A document as tantivy takes it (typed by the schema: the cheapest way in)."""
-    return tv.Document.from_dict(doc, schema)

@@ -41,7 +41,6 @@ import stat
 import time
 from pathlib import Path
 
-from memcli.recall.documents import TEXT_FIELDS, document, documents_of, tantivy_document
 from memcli.store.cache import cache_dir
 
 TYPE_CHECKING = False  # the read path imports no typing, dataclasses, orjson or model: hooks
@@ -60,6 +59,11 @@ WORDS = "en_stem"
 CODE = "mc_code"
 HEAP_BYTES = 200_000_000  # the build's writer: one segment per thread at 100,000 memories, no merging
 LOCK_WAIT_S = 2.0
+# Documents are made and handed to tantivy's writer threads a chunk at a time while the
+# folder is still being read, not a folder at a time: the writer threads start at once and
+# have little left to do when the reading ends (with a folder at a time, the first folder's
+# reading and the last one's indexing ran alone, a tenth of a build each at 10 folders).
+CHUNK = 1000
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -232,11 +236,11 @@ def rebuild(store: Any, problems: Problems) -> Generation:
     index = tv.Index(schema(), path=str(gen.tantivy_dir))
     index.register_tokenizer(CODE, code_analyzer())
     writer = index.writer(heap_size=HEAP_BYTES, num_threads=min(2, os.cpu_count() or 1))
-    typed = index.schema
+    typed, from_dict = index.schema, tv.Document.from_dict  # (typed by the schema: the cheapest way in)
     for folder in store.memory_folders():
         before, listed = _mtime(folder.path), time.time_ns()
         rows, bad = _read_folder(store, folder, {}, {}, problems, lambda doc: writer.add_document(
-            tantivy_document(tv, typed, doc)), None)
+            from_dict(doc, typed)), None)
         gen.save_rows(folder.rel, {"rows": rows, "bad": bad})
         gen.folders[folder.rel] = {"stamp": _stamp(folder.path, before, listed), "bad": bool(bad)}
     writer.commit()
@@ -275,7 +279,7 @@ def _read_folder(store: Any, folder: Any, old_rows: dict[str, Any], old_bad: dic
     rows: dict[str, Any] = {}
     bad: dict[str, Any] = {}
     vouchers: dict[str, tuple[int, int, str]] | None = None
-    records: list[tuple[str, dict[str, Any], int, int]] = []  # made into documents at once
+    records: list[tuple[str, dict[str, Any], int, int]] = []  # made into documents a chunk at once
     base = str(folder.path) + os.sep
     for name in store.memory_names(folder):
         path = base + name
@@ -304,6 +308,8 @@ def _read_folder(store: Any, folder: Any, old_rows: dict[str, Any], old_bad: dic
             data, size, mtime_ns = trusted
             rows[name] = [size, mtime_ns, data["id"]]
             records.append((name, data, size, mtime_ns))
+            if len(records) >= CHUNK:
+                _add_documents(folder.rel, records, add)
             continue
         found: list[Any] = []
         mem = store.try_read(folder.path / name, folder, found)
@@ -320,41 +326,60 @@ def _read_folder(store: Any, folder: Any, old_rows: dict[str, Any], old_bad: dic
             continue
         rows[name] = [mem.size, mem.mtime_ns, mem.id]
         records.append((name, mem.data, mem.size, mem.mtime_ns))
+        if len(records) >= CHUNK:
+            _add_documents(folder.rel, records, add)
     if delete is not None:
-        for name in old_rows:
+        for name in old_rows:  # (never a name added above: those are in `rows`)
             if name not in rows and name not in bad:
                 delete(f"{folder.rel}/{name}")
-    for doc in documents_of(folder.rel, records):  # after the deletes: a changed file's new document
+    _add_documents(folder.rel, records, add)
+    return rows, bad
+
+
+def _add_documents(rel: str, records: list[tuple[str, dict[str, Any], int, int]],
+                   add: Callable[[dict[str, Any]], None]) -> None:
+    """Hand the documents of `records` over, and empty it. (A changed file's old document
+    was deleted before its file was read: the new one comes after.)"""
+    from memcli.recall.documents import documents_of  # (not imported by the read path: hooks)
+
+    for doc in documents_of(rel, records):
         if doc is not None:
             add(doc)
-    return rows, bad
+    records.clear()
 
 
 # In the layout the store writes `_index.json` (compact, each entry starting with its id and
 # file, its size, mtime and content hash side by side), what vouches for a file can be found
 # without parsing the 600 bytes of each entry: `_vouchers` finds these and checks that they
 # pair up (else it parses the whole index). The store's folder indices are a third of the
-# size of the memories: parsing them was a third of the time of reading them.
-_ENTRY_HEAD = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)"')
+# size of the memories: parsing them was a third of the time of reading them. (`[^"]*` is
+# the regular expression engine's fastest loop; a name with an escape in it is then read
+# wrong, vouches for no file, and that file is read through the store.)
+_ENTRY_HEAD = re.compile(rb'\{"id":"([^"]*)","file":"([^"]*)"')
 _ENTRY_SIG = re.compile(rb',"size":(\d+),"mtime_ns":(\d+),"content_hash":"')
 
 
 def _vouchers(folder: Path) -> dict[str, tuple[int, int, str]]:
     """File name -> (size, mtime, id) of each `_index.json` entry with a content hash: the
-    store read and checked that file as it was then ({} when the index is missing or
+    files the store has read and checked as they are now ({} when the index is missing or
     unreadable). Heads and signatures are paired by their order when there are as many of
-    each as entries; a pairing gone wrong (an index edited by hand) could only make a file
-    look changed, since `_read_trusted` compares each file's own size, mtime and id."""
+    each; a pairing gone wrong (an index edited by hand) could only make a file look
+    changed, since `_read_trusted` compares each file's own size, mtime and id."""
     try:
         raw = (folder / "_index.json").read_bytes()
     except OSError:
         return {}
     heads = _ENTRY_HEAD.findall(raw)
     sigs = _ENTRY_SIG.findall(raw)
-    if heads and len(heads) == len(sigs) == raw.count(b'{"id":"'):
-        return {file.decode(): (int(size), int(mtime), mem_id.decode())
-                for (mem_id, file), (size, mtime) in zip(heads, sigs, strict=True)}
-    return _parsed_vouchers(raw)
+    if not heads or len(heads) != len(sigs):
+        return _parsed_vouchers(raw)
+    ids, files = zip(*heads, strict=True)
+    sizes, mtimes = zip(*sigs, strict=True)
+    try:  # (columns at once: a call per column, not per entry)
+        signatures = zip(map(int, sizes), map(int, mtimes), map(bytes.decode, ids), strict=True)
+        return dict(zip(map(bytes.decode, files), signatures, strict=True))
+    except UnicodeDecodeError:
+        return _parsed_vouchers(raw)
 
 
 def _parsed_vouchers(raw: bytes) -> dict[str, tuple[int, int, str]]:
@@ -407,6 +432,8 @@ def _read_trusted(path: str, name: str, voucher: tuple[int, int, str] | None
 def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force: bool = False) -> bool:
     """Bring the folders `rels` in line with their files, and commit pending documents (and
     their rows). The caller holds the index lock. Returns whether anything was committed."""
+    from memcli.recall import documents
+
     tv = _tantivy()
     stale = [rel for rel in rels if force or not _vouched(store, gen, rel)]
     pending = _read_pending(gen)
@@ -434,9 +461,9 @@ def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force
         elif isinstance(doc.get("bad"), list):
             data["bad"][name] = doc["bad"]
         elif not doc.get("deleted"):
-            fields = ("key", "folder", *TEXT_FIELDS, "brief")
+            fields = ("key", "folder", *documents.TEXT_FIELDS, "brief")
             given = {k: doc[k] for k in fields if doc.get(k) not in (None, "")}
-            writer.add_document(tantivy_document(tv, typed, {**given, "meta": str(doc["meta"]).encode()}))
+            writer.add_document(tv.Document.from_dict({**given, "meta": str(doc["meta"]).encode()}, typed))
             meta = json.loads(doc["meta"])
             data["rows"][name] = [meta["size"], meta["mtime_ns"], meta["id"]]
     folders = {f.rel: f for f in store.memory_folders()}
@@ -451,7 +478,7 @@ def sync(store: Any, gen: Generation, rels: list[str], problems: Problems, force
             saved[rel] = {"rows": {}, "bad": {}}
             continue
         rows, bad = _read_folder(store, folder, old["rows"], old.get("bad") or {}, problems,
-                                 lambda doc: writer.add_document(tantivy_document(tv, typed, doc)),
+                                 lambda doc: writer.add_document(tv.Document.from_dict(doc, typed)),
                                  lambda key: writer.delete_documents_by_term("key", key))
         saved[rel] = {"rows": rows, "bad": bad}
         gen.folders[rel] = {"stamp": _stamp(folder.path, before, listed), "bad": bool(bad)}
@@ -607,6 +634,8 @@ def _pending_line(store: Any, folder: Any, name: str) -> tuple[bytes, bool]:
             if errors:
                 line = {"key": key, "bad": [st.st_size, st.st_mtime_ns, "; ".join(errors)]}
     else:
+        from memcli.recall.documents import document
+
         doc = document(folder.rel, mem)
         line = {**doc, "meta": doc["meta"].decode()} if doc is not None else \
             {"key": key, "row": [mem.size, mem.mtime_ns, mem.id]}

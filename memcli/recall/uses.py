@@ -36,6 +36,7 @@ import datetime as dt
 import json
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from memcli.recall.rank import epoch
@@ -109,8 +110,13 @@ class Pending:
             self.sessions.append(session)
 
 
+# The moments of use times, remembered: a journal's lines share a few (one per second of a
+# session's uses), and a hook reads them all (`pending`) on every prompt.
+_moment_of = lru_cache(maxsize=4096)(epoch)
+
+
 def _later(a: str, b: str) -> bool:
-    ta, tb = epoch(a), epoch(b)
+    ta, tb = _moment_of(a), _moment_of(b)
     return ta is not None and (tb is None or ta > tb)
 
 
@@ -209,15 +215,24 @@ def used_in_session(root: Path, session: str) -> set[str]:
     return found
 
 
+# The lines of each journal as last parsed, with the file's inode, size, mtime and ctime: a hook
+# reads the pending uses three times (the session's, the overlay, before recording), and the
+# journals are only appended to or replaced, which changes those.
+_PARSED: dict[tuple[str, int], tuple[tuple[int, int, int, int], list[dict[str, Any]]]] = {}
+
+
 def _lines(path: Path, tail: int = 0) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines file; a torn or foreign line is skipped."""
     try:
         with open(path, "rb") as handle:
-            if tail:
-                size = os.fstat(handle.fileno()).st_size
-                if size > tail:
-                    handle.seek(size - tail)
-                    handle.readline()  # a partial first line
+            st = os.fstat(handle.fileno())
+            sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            known = _PARSED.get((str(path), tail))
+            if known is not None and known[0] == sig:
+                return list(known[1])
+            if tail and st.st_size > tail:
+                handle.seek(st.st_size - tail)
+                handle.readline()  # a partial first line
             raw = handle.read()
     except OSError:
         return []
@@ -231,7 +246,8 @@ def _lines(path: Path, tail: int = 0) -> list[dict[str, Any]]:
             continue
         if isinstance(line, dict) and (is_valid_id(line.get("id")) or "uses_of" in line):
             out.append(line)
-    return out
+    _PARSED[(str(path), tail)] = (sig, out)
+    return list(out)
 
 
 # ---------------------------------------------------------------- reading: the overlay
@@ -245,7 +261,7 @@ def pending(root: Path) -> dict[str, Pending]:
         line for line in _lines(root / "ops" / FOLDING) if str(line.get("id")) not in done[FOLD_JOURNAL]]
     for line in lines + _lines(root / "ops" / PENDING):
         at = line.get("at")
-        if isinstance(at, str) and epoch(at) is not None:
+        if isinstance(at, str) and _moment_of(at) is not None:
             out.setdefault(str(line["id"]), Pending()).add(at, clean_session(line.get("session")))
     return out
 

@@ -81,7 +81,7 @@ def test_scanned_order_is_the_plain_order(store: Path, seed: int, disturb: bool)
         made.append(add(store, scope_id=rng.choice(["coder", "coder", "writer"]), **fields))
     memories.reindex(Store(store))
     scan = briefing._Scan.of((store / "agent" / "coder" / "_index.json").read_bytes())
-    assert scan is not None and 0 < len(scan.marked) < len(scan.ids)  # the fast path, with marks
+    assert scan is not None and 0 < len(scan.marked) < len(scan.files)  # the fast path, with marks
     if disturb:  # a file dropped in by hand, one deleted, one marked archived in place
         hand = add(store, summary="dropped in by hand", access_count=3)
         gone = next(m for m in made if m["scope_id"] == "coder")
@@ -147,15 +147,93 @@ def test_recency_keys_at_once_equal_the_row_by_row_keys(seed: int) -> None:
     forms = [b'"2026-09-03T00:00:09Z"', b'"2026-02-28T23:59:59Z"', b'"2026-01-31T10:00:00Z"',
              b'"2024-02-29T12:00:00Z"', b'"2026-09-03T02:00:09+02:00"', b'"2026-09-03T00:00:09.5Z"',
              b'null', b'""', "\"2026-09-0\u0663T00:00:09Z\"".encode(), b'"2026-09-03T00:00:09\\u005a"',
-             b'"2026-13-03T00:00:09Z"', b'"2026-09-03 00:00:09Z"', b'"2026-09-03T24:00:00Z"']
+             b'"2026-13-03T00:00:09Z"', b'"2026-09-03 00:00:09Z"', b'"2026-09-03T24:00:00Z"',
+             b'"2026-02-30T10:00:00Z"', b'"2026-04-31T10:00:00Z"', b'"2026-04-30T10:00:00Z"',
+             b'"2026-12-31T23:59:59Z"', b'"2025-02-29T10:00:00Z"', b'"0000-01-30T10:00:00Z"',
+             b'"0000-01-03T10:00:00Z"', b'"9999-12-31T23:59:59Z"', b'"2026-09-03T00:00:09Z" ',
+             b'"2026-09-\xff3T00:00:09Z"', b'"a"b"', b'7']
     updated = [rng.choice(forms) for _ in range(300)]
     created = [rng.choice(forms) for _ in range(300)]
     scan = _Columns(updated, created)
     group: list[Any] = []
     for at in range(300):
         if at % 17 == 0:  # a row whose entry was parsed (marked, pending uses)
-            entry = {"updated_at": json.loads(updated[at]), "created_at": json.loads(created[at])}
+            entry = {"updated_at": briefing._time_value(updated[at]),
+                     "created_at": briefing._time_value(created[at])}
             group.append((0, None, "agent/coder", f"m{at}.json", 0, entry, 0))
         else:
             group.append((0, scan, "agent/coder", f"m{at}.json", at, None, 0))
     assert briefing._recency_keys(group) == [briefing._recency(row) for row in group]
+    for raw in forms:  # a value decoded without json where it can be: as json decodes it
+        try:
+            assert briefing._time_value(raw) == json.loads(raw)
+        except ValueError:
+            assert briefing._time_value(raw) is None or b"\xff" in raw
+
+
+@pytest.mark.parametrize(("old", "new", "scanned"), [
+    (b'"priority":"critical"', b'"priority": "critical"', False),  # a mark's value not written plainly
+    (b'"subtype":"decision"', b'"subtype":"d\\u0065cision"', False),  # a mark's value escaped
+    (b'"tags":["deploy","permanent"]', b'"tags":["deploy","perm\\u0061nent"]', False),
+    (b'"subtype":"howto"', b'"subtype":"how,to"', False),  # a comma in a value: the entry does not match
+    (b'"updated_at":"2026-10-05T10:00:00Z"', b'"updated_at":"2026-10-05T10:00:00\\u005a"', True),
+    (b'"updated_at":"2026-10-05T10:00:00Z"', b'"updated_at": "2026-10-05T10:00:00Z"', True),
+    (b'"consent":false', b'"consent":"no"', True),
+])
+def test_values_written_otherwise_give_the_plain_order(store: Path, old: bytes, new: bytes, scanned: bool) -> None:
+    """Each value is matched up to its comma and decoded as JSON where it is used: values
+    written otherwise (spaces, escapes, another type) give the order of a plain reading,
+    scanned when no mark could be misread, else parsed whole."""
+    made = [add(store, summary="plain", access_count=2, subtype="howto", updated_at="2026-10-05T10:00:00Z"),
+            add(store, summary="critical", priority="critical", access_count=0),
+            add(store, summary="a decision", type="semantic", subtype="decision", access_count=0),
+            add(store, summary="kept", tags=["deploy", "permanent"], access_count=0),
+            add(store, summary="a person's", created_by="USER", consent=False, access_count=1),
+            add(store, summary="newer", access_count=2, updated_at="2026-10-06T10:00:00Z")]
+    memories.reindex(Store(store))
+    index = store / "agent" / "coder" / "_index.json"
+    raw = index.read_bytes()
+    assert raw.count(old) >= 1
+    index.write_bytes(raw.replace(old, new))
+    assert (briefing._Scan.of(index.read_bytes()) is not None) is scanned
+    rels = ["agent/coder"]
+    got = ours(store, rels, set(), {})
+    assert got == reference(store, rels, set(), {})
+    assert sorted(got) == sorted(m["id"] for m in made)
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    ([], True), (["a.json", "b.md", "c.json"], True), (["b.json", "a.json"], False),
+    (["_a.json", "b.json"], False), ([".a.json", "b.json"], False), (["a.json", "b.txt"], False),
+    (["a.json.txt"], False), (["a.md", "a.mdx"], False), (["a.json", "a.json"], True),
+])
+def test_sorted_memory_names(names: list[str], expected: bool) -> None:
+    assert briefing._sorted_memory_names(names) is expected
+    assert expected is (names == sorted(names) and all(map(briefing._is_memory_name, names)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_recency_keys_of_the_usual_form_at_once(seed: int) -> None:
+    """Every value in the usual form (or null, then the creation time's): the keys of the
+    whole group are cut out at once, and equal the row-by-row keys; rows known by a parsed
+    entry keep theirs. One value in another form sends the group row by row, same keys."""
+    rng = random.Random(seed)
+    usual = [f'"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:'
+             f'{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"'.encode() for _ in range(50)]
+    updated = [rng.choice([*usual, b"null"]) for _ in range(200)]
+    created = [rng.choice(usual) for _ in range(200)]
+    for odd in (None, b'"2026-09-03T00:00:09.5Z"', b'"2026-09-30T00:00:09Z"', b'"2026-09-03\nT00:00:09Z"'):
+        if odd is not None:
+            updated[rng.choice([at for at in range(200) if at % 13])] = odd
+        scan = _Columns(updated, created)
+        group: list[Any] = []
+        for at in range(200):
+            if at % 13 == 0:
+                entry = {"updated_at": json.loads(updated[at]), "created_at": json.loads(created[at])}
+                group.append((0, None, "agent/coder", f"m{at}.json", 0, entry, 0))
+            else:
+                group.append((0, scan, "agent/coder", f"m{at}.json", at, None, 0))
+        keys = briefing._recency_keys(group)
+        assert keys == [briefing._recency(row) for row in group]
+        if odd is None:
+            assert all(len(key) == 19 for key in keys)

@@ -256,7 +256,8 @@ def test_lean_start_up(store: Path) -> None:
             "from memcli.cli.fast import dispatch\nimport io, contextlib\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    dispatch(sys.argv[1:])\n"
             "heavy = [m for m in ('typer', 'rich', 'numpy', 'click', 'rapidfuzz', 'yaml', 'orjson', 'filelock', 'secrets',\n"
-            "                     'dataclasses', 'memcli.config', 'memcli.store.store', 'memcli.store.model')\n"
+            "                     'dataclasses', 'memcli.config', 'memcli.store.store', 'memcli.store.model',\n"
+            "                     'memcli.recall.documents')\n"
             "         if m in sys.modules]\n"
             "print(','.join(heavy) or 'none')\n")
     runs = ((["recall", "lean imports"], ""), (["hook", "session-start"], '{"session_id": "a"}'),

@@ -185,3 +185,24 @@ def test_same_session_counts_once_across_processes(store: Path) -> None:
     assert out["access_count"] == 2
     assert snapshot(store)  # nothing folded yet: the files are untouched
     assert load(path_of(store, mem))["access_count"] == 0
+
+
+def test_a_journal_parsed_once_is_read_again_when_it_changes(tmp_path: Path) -> None:
+    """`_lines` keeps a journal's parsed lines while its inode, size and times stay: an
+    appended line and a journal replaced by another are both seen at once."""
+    path = tmp_path / "uses.jsonl"
+    one = {"id": "mem_01JD0000000000000000000001", "at": "2026-11-01T00:00:00Z", "session": "a"}
+    two = {**one, "id": "mem_01JD0000000000000000000002"}
+    path.write_bytes(json.dumps(one).encode() + b"\n")
+    assert uses._lines(path) == [one] == uses._lines(path)
+    uses._lines(path).clear()  # a caller's copy: the kept lines stay
+    assert uses._lines(path) == [one]
+    with open(path, "ab") as handle:
+        handle.write(json.dumps(two).encode() + b"\n")
+    assert uses._lines(path) == [one, two]
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(json.dumps(two).encode() + b"\n" + json.dumps(one).encode() + b"\n")
+    os.replace(other, path)
+    assert uses._lines(path) == [two, one]
+    path.unlink()
+    assert uses._lines(path) == []

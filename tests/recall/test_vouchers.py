@@ -70,3 +70,25 @@ def test_signatures_paired_wrong_only_make_files_look_changed(store: Path) -> No
     st = Store(store)
     for mem, word in zip(made, ("alpha", "bravo", "charlie", "delta"), strict=True):
         assert [r.id for r in search.recall(st, word)] == [mem["id"]]
+
+
+def test_a_name_written_with_an_escape_vouches_for_no_other_file(store: Path) -> None:
+    """A file name escaped in the index (`\\u006d` for "m"): read off the bytes as written,
+    it names no file, so that file is read through the store's checks; the others stay
+    vouched for, and a build still finds every memory."""
+    made = [add(store, summary=f"note {word}") for word in ("alpha", "bravo", "charlie")]
+    memories.reindex(Store(store))
+    folder = store / "agent" / "coder"
+    raw = (folder / "_index.json").read_bytes()
+    first = json.loads(raw)["entries"][0]["file"]
+    (folder / "_index.json").write_bytes(raw.replace(f'"file":"{first}"'.encode(),
+                                                     f'"file":"\\u006d{first[1:]}"'.encode(), 1))
+    found = rindex._vouchers(folder)
+    assert first not in found and len(found) == 3
+    assert all(rindex._read_trusted(str(folder / name), name, v) is None for name, v in found.items()
+               if not (folder / name).exists()) and sum((folder / name).exists() for name in found) == 2
+    from memcli.recall import search
+
+    st = Store(store)
+    for mem, word in zip(made, ("alpha", "bravo", "charlie"), strict=True):
+        assert [r.id for r in search.recall(st, word)] == [mem["id"]]
