@@ -56,14 +56,15 @@ class FolderLoading(PlannerBase):
                         None, rules.newest_first_key(mem))
             self._all_loaded.append(item)
             self.live[mem_id] = item
-        self.seen.update(mems)
+        self.seen.update(self._flagged_ids.intersection(mems))
         self._loaded += len(mems)
 
     def _put(self, item: Live) -> None:
         item.mem = self._with_uses(item.mem)
         self._all_loaded.append(item)
         self.live[item.mem.id] = item
-        self.seen.add(item.mem.id)
+        if item.mem.id in self._flagged_ids:
+            self.seen.add(item.mem.id)
 
     def load(self) -> None:
         """Load the whole scope at once (session_end, and review merges)."""

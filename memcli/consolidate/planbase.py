@@ -42,7 +42,11 @@ class PlannerBase:
         self.pairs_found: dict[str, tuple[str, Any]] = {}  # folder -> (params, index.PairCache) found
         self._protection: dict[str, str | None] = {}
         self._lists: dict[str, list[Live]] = {}  # rule -> who it may pick, once merged (_shortlist)
-        self.seen: set[str] = set()  # every id loaded by this run
+        # the ids of on-save flagged pairs this run loaded (all a run needs of what it saw:
+        # `plan.flagged_done`); not every id, which a full run of a large store would hold to
+        # the end, one string per memory scattered over every folder's freed memory
+        self._flagged_ids = frozenset(i for pair in self.flagged for i in pair)
+        self.seen: set[str] = set()
         self._loaded = 0
         from memcli.recall import uses
 

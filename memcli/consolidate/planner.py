@@ -68,7 +68,7 @@ class Planner(LaterRules):
             listings: dict[str, list[str]] = {}
             twins = self.store.duplicate_ids(listings)
             for position, folder in enumerate(folders):
-                self._load_folder(folder, twins, listings.get(folder.rel))
+                self._load_folder(folder, twins, listings.pop(folder.rel, None))  # then let go
                 self._apply_rules()
                 self._release(folder)
                 self._progress("planning", position + 1, len(folders))

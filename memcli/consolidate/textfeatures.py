@@ -168,14 +168,23 @@ class TextFeatures:
         found once for :attr:`statement` and :attr:`attribution_words`."""
         return statement_span(self.text)
 
-    @cached_property
+    @property
     def statement(self) -> TextFeatures:
         """The features of what the text states, a bare attribution at its start or end set
         aside ("..., he said."; :func:`memcli.consolidate.restate.statement_span`); the text's
         own features when it has none."""
+        own = self._own_statement
+        return self if own is None else own
+
+    @cached_property
+    def _own_statement(self) -> TextFeatures | None:
+        """:attr:`statement` when it differs from the text, else None. Never the features
+        themselves: a reference to itself would make every such text a reference cycle, which
+        only the cycle collector frees, and planning pauses it (`planner._gc_paused`), so a
+        full run kept every text the guards looked at to its end (1M memories: ~2 GB)."""
         start, end = self._statement_span
         if start == 0 and not self.text[end:].strip():
-            return self
+            return None
         return TextFeatures(self.text[start:end])
 
     @cached_property

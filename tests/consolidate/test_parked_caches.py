@@ -56,3 +56,28 @@ def test_each_folder_s_caches_leave_memory_when_the_run_is_done_with_it(
     monkeypatch.setattr(candidates, "signatures", lambda texts: pytest.fail(f"signed {len(texts)} texts"))
     engine.consolidate(Store(store), dry_run=True)
 
+
+
+def test_a_folder_s_text_features_leave_memory_with_it(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guards' per-text features live for one folder, freed by reference counting alone
+    (planning pauses the cycle collector), so a full run's memory does not grow with the store."""
+    import gc
+    import weakref
+
+    from memcli.consolidate import planner, textfeatures
+
+    _store(store)
+    refs: list[weakref.ref[object]] = []
+    alive: list[int] = []
+    real_release = planner.Planner._release
+
+    def release(self: planner.Planner, folder: object) -> None:
+        assert not gc.isenabled()  # (what this test is about)
+        refs.extend(weakref.ref(f) for f in self.features.values())
+        real_release(self, folder)  # type: ignore[arg-type]
+        textfeatures.diff_blocks.cache_clear()  # a bounded cache of the last pairs aligned
+        alive.append(sum(r() is not None for r in refs))
+
+    monkeypatch.setattr(planner.Planner, "_release", release)
+    engine.consolidate(Store(store), dry_run=True)
+    assert refs and alive == [0] * len(alive)

@@ -95,3 +95,25 @@ def test_statement_and_attribution_share_one_span() -> None:
     text = TextFeatures("The deploy froze the queue, Priya said.")
     assert text.statement.text == "The deploy froze the queue"
     assert text.attribution_words == (0, 2)
+
+
+def test_features_are_freed_without_the_cycle_collector() -> None:
+    """Planning pauses the cycle collector: a text's features must hold no reference to
+    themselves, or every text the guards looked at stayed until the run ended."""
+    import gc
+    import weakref
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for raw, own in (("The deploy froze the queue.", True),
+                         ("The deploy froze the queue, Priya said.", False)):
+            text = TextFeatures(raw)
+            assert (text.statement is text) is own
+            assert text.attribution_words == ((0, 0) if own else (0, 2))
+            ref = weakref.ref(text)
+            del text
+            assert ref() is None
+    finally:
+        if was_enabled:
+            gc.enable()
