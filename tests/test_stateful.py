@@ -274,6 +274,6 @@ def test_store_state_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     from hypothesis.stateful import run_state_machine_as_test
 
     run_state_machine_as_test(StoreMachine, settings=settings(
-        # 12 sequences of 30 steps by default, 40 with MEMCLI_FULL_SWEEPS=1 (tests/sweep.py)
-        max_examples=sweep.scale(12, 40), stateful_step_count=30, derandomize=True, deadline=None, database=None,
+        # 9 sequences of 30 steps by default, 40 with MEMCLI_FULL_SWEEPS=1 (tests/sweep.py)
+        max_examples=sweep.scale(9, 40), stateful_step_count=30, derandomize=True, deadline=None, database=None,
         suppress_health_check=list(HealthCheck)))
