@@ -451,7 +451,7 @@ def _decode_markdown(text: str) -> dict[str, Any]:
         raise ValueError("broken front matter (it is not a mapping of fields)")
     if expanded_size(meta, MAX_YAML_VALUES) > MAX_YAML_VALUES:
         raise ValueError(f"front matter expands to more than {MAX_YAML_VALUES} values (YAML aliases?)")
-    data = _plain(meta, 1, [MAX_YAML_VALUES])
+    data = _plain(meta, 1)
     content = data.get("content", {})
     if not isinstance(content, dict):
         raise ValueError("front matter 'content' must be a mapping")
@@ -548,8 +548,10 @@ def expanded_size(value: Any, limit: int) -> int:
         key = id(node)
         if key in sizes:
             return sizes[key]
-        if key in open_nodes or len(open_nodes) > MAX_DEPTH:
-            return limit + 1  # a cycle, or nesting the copy refuses anyway
+        if key in open_nodes:
+            return limit + 1  # a cycle: endless once copied
+        if len(open_nodes) > MAX_DEPTH:
+            return 1  # nested deeper than the copy allows: `_plain` refuses it, saying so
         open_nodes.add(key)
         total = 1
         for child in children:
@@ -566,21 +568,18 @@ def expanded_size(value: Any, limit: int) -> int:
 _INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 64 - 1  # what a JSON file (orjson) can hold
 
 
-def _plain(value: Any, depth: int, budget: list[int]) -> Any:
+def _plain(value: Any, depth: int) -> Any:
     """The front matter as plain JSON values: YAML may hand back datetimes for unquoted
-    timestamps (the record holds strings), and values no JSON holds are bad input. Each value
-    copied spends one of `budget`: an alias bomb runs out of it instead of out of memory."""
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise ValueError(f"front matter expands to more than {MAX_YAML_VALUES} values (YAML aliases?)")
+    timestamps (the record holds strings), and values no JSON holds are bad input. The copy
+    is bounded before it starts (`expanded_size`): an alias bomb never gets here."""
     if isinstance(value, (dict, list, tuple, set, frozenset)) and depth > MAX_DEPTH:
         raise ValueError(f"front matter nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, dict):
-        return {str(k): _plain(v, depth + 1, budget) for k, v in value.items()}
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v, depth + 1, budget) for v in value]
+        return [_plain(v, depth + 1) for v in value]
     if isinstance(value, (set, frozenset)):
-        return sorted((_plain(v, depth + 1, budget) for v in value), key=str)
+        return sorted((_plain(v, depth + 1) for v in value), key=str)
     if isinstance(value, dt.datetime):
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, dt.date):

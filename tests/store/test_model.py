@@ -193,3 +193,11 @@ def test_the_quick_validity_check_passes_the_usual_record() -> None:
                   updated_at="2026-01-02T03:04:05Z", promoted_from=None)
     assert model.validate(data, file_id="mem_a") == ([], []) and model.plainly_valid(data, "mem_a")
     assert not model.plainly_valid(data, "mem_b") and not model.plainly_valid([data], "mem_a")
+
+
+def test_nesting_made_of_aliases_is_refused_as_nesting_not_as_size() -> None:
+    lines = ["---", "id: mem_A", "content:", "  a0: &a0 [x]"]
+    lines += [f"  a{n}: &a{n} [*a{n - 1}]" for n in range(1, model.MAX_DEPTH + 5)]
+    text = "\n".join(lines) + "\n---\n"
+    with pytest.raises(ValueError, match=f"nested more than {model.MAX_DEPTH} levels"):
+        model.decode(text.encode(), "md")
