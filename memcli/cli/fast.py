@@ -2,7 +2,7 @@
 typer, rich or numpy (a bare interpreter start is about 20 ms; typer alone adds 70).
 
 `dispatch(argv)` returns an exit code when it served the command, or None to hand the
-arguments to the typer application (every `--help`, every other command). Common options
+arguments to the typer application (every command's `--help`, every other command). Common options
 are accepted before or after the command name, as everywhere (`memcli.cli.common`).
 A route is `(command words) -> "module:function"`; the function takes the parsed common
 options and the remaining arguments and returns the exit code (or None to hand the command
@@ -100,12 +100,16 @@ def version() -> int:
 
 
 def dispatch(argv: list[str]) -> int | None:
-    if any(arg in _HELP for arg in argv):
-        return None
     parsed = split_common(argv)
     if parsed is None:
         return None
     opts, rest = parsed
+    if rest in ([], ["--help"]):  # the top-level help (a bare `memcli` too): typer's text
+        from memcli.cli.tophelp import serve
+
+        return serve()
+    if any(arg in _HELP for arg in argv):
+        return None
     if rest == ["--version"]:
         return version()
     for words, target in sorted(ROUTES.items(), key=lambda route: -len(route[0])):  # longest first

@@ -6,9 +6,6 @@ from __future__ import annotations
 import typer
 
 from memcli.cli.common import app, emit_json, opts, sub_app
-from memcli.consolidate import llm_trust
-from memcli.errors import ConfigError
-from memcli.store.model import format_ts, now
 
 llm_app = sub_app("The optional LLM: approve its command on this machine.")
 app.add_typer(llm_app, name="llm")
@@ -22,6 +19,10 @@ def trust_cmd(ctx: typer.Context) -> None:
 
     Example: memcli llm trust
     """
+    from memcli.consolidate import llm_trust
+    from memcli.errors import ConfigError
+    from memcli.store.model import format_ts, now
+
     o = opts(ctx)
     store = o.open_store()
     argv = store.settings.llm.command
@@ -42,6 +43,8 @@ def untrust_cmd(ctx: typer.Context) -> None:
 
     Example: memcli llm untrust
     """
+    from memcli.consolidate import llm_trust
+
     o = opts(ctx)
     count = llm_trust.untrust(o.open_store().root)
     if o.json:

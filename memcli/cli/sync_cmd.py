@@ -7,7 +7,6 @@ import sys
 import typer
 
 from memcli.cli.common import app, emit_json, notes, opts
-from memcli.sync import sync as sync_core
 
 
 @app.command()
@@ -25,6 +24,8 @@ def sync(
 
     Example: memcli sync      memcli sync --remote origin --json
     """
+    from memcli.sync import sync as sync_core
+
     o = opts(ctx)
     result = sync_core.sync(o.open_store(), remote, o.wait)
     if o.json:

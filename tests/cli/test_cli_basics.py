@@ -166,14 +166,14 @@ def _demo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["log"], ["add", "--help"], ["list", "--help"]])
+@pytest.mark.parametrize("argv", [["log"], ["add", "--help"], ["list", "--help"]])
 def test_lean_commands_import_no_rich_numpy_or_engine(tmp_path: Path, argv: list[str]) -> None:
     demo = _demo(tmp_path)
     code, heavy = _heavy("--store", str(demo), *argv, cwd=tmp_path)
     assert code == 0 and set(heavy) <= {"typer", "pydantic"}  # typer parses them; nothing heavier
 
 
-@pytest.mark.parametrize("argv", [["--version"], ["list"], ["list", "--json"], ["list", "--sort=uses", "--limit", "3"],
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["list"], ["list", "--json"], ["list", "--sort=uses", "--limit", "3"],
                                   ["show", "mem_01M7THQH00DEF8SJMC11T3AZRQ"], ["show", "01M7THQH", "--json"]])
 def test_list_show_and_version_start_without_typer(tmp_path: Path, argv: list[str]) -> None:
     """The fast path serves them: typer's option parsing alone imports pydantic."""
