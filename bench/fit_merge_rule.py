@@ -103,7 +103,8 @@ def fit(examples: Sequence[Example], lam: float = LAMBDA) -> np.ndarray[Any, Any
     return np.append(weights, beta[-1] - (weights * mean).sum())
 
 
-def rescaled(beta: np.ndarray[Any, Any], train: Sequence[Example], target_tp: int) -> tuple[list[float], float]:
+def rescaled(beta: np.ndarray[Any, Any], train: Sequence[Example],
+             target_tp: int) -> tuple[list[float], float]:
     """Weights of the signals in the similarity's unit and the offset that puts THRESHOLD at
     ``target_tp`` paraphrases merged among the MRPC examples of ``train`` (floor applied)."""
     weights = beta[1:-1] / beta[0]
@@ -117,7 +118,8 @@ def rescaled(beta: np.ndarray[Any, Any], train: Sequence[Example], target_tp: in
 
 
 def _adjusted(examples: Sequence[Example], weights: Sequence[float], offset: float) -> list[float]:
-    return [e.similarity + offset + sum(w * s for w, s in zip(weights, e.signals, strict=True)) for e in examples]
+    return [e.similarity + offset + sum(w * s for w, s in zip(weights, e.signals, strict=True))
+            for e in examples]
 
 
 def merged(examples: Sequence[Example], weights: Sequence[float], offset: float) -> tuple[int, int]:

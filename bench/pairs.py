@@ -96,10 +96,12 @@ def similar(a: str, b: str, score: float, plain_rule: bool = False) -> bool:
     if score <= THRESHOLD - learned.FLOOR_GAP:
         return False
     left, right = rules.content_text({"summary": a}), rules.content_text({"summary": b})
-    return learned.similar_enough(score, learned.pair_signals(left, right, features(a), features(b)), THRESHOLD)
+    signals = learned.pair_signals(left, right, features(a), features(b))
+    return learned.similar_enough(score, signals, THRESHOLD)
 
 
-def decide(pairs: Sequence[Pair], use_semantic: bool = False, plain_rule: bool = False) -> list[dict[str, Any]]:
+def decide(pairs: Sequence[Pair], use_semantic: bool = False,
+           plain_rule: bool = False) -> list[dict[str, Any]]:
     """The rule's verdict on each pair: similarity, cosine, the guard that spoke, merged."""
     cos = cosines(pairs) if use_semantic else [0.0] * len(pairs)
     from memcli.consolidate import semantic

@@ -73,8 +73,15 @@ def test_newer_wins_and_absorbs_the_older(store: Path) -> None:
     assert_invariants(store)
 
 
+def plain_scorer(store: Path, scorer: str = "ratio") -> None:
+    """Configure a scorer the learned rule has no weights for: the similarity alone decides
+    (similarity > content_similarity), so a pair's score sets which side of the edge it is."""
+    (store / "memcli.toml").write_text(f'[consolidation]\nindex_pause_ms = 0\nscorer = "{scorer}"\n')
+
+
 def test_members_join_only_as_duplicates_of_the_keeper(store: Path) -> None:
     # c is a duplicate of b but not of the keeper a: it is not absorbed into a's group.
+    plain_scorer(store)
     a = add(store, summary="aaaaaaaaaabbbbbbbbbb", created_at=days_ago(10))
     b = add(store, summary="aaaaaaaaaabbbbbbbbcc", created_at=days_ago(20))  # 0.9 to a and to c
     c = add(store, summary="aaaaaaaaaabbbbbbcccc", created_at=days_ago(30))  # 0.8 to a: not a duplicate
@@ -90,11 +97,40 @@ def test_tag_overlap_exactly_080_does_not_merge(store: Path) -> None:
 
 
 def test_similarity_exactly_080_does_not_merge_and_090_does(store: Path) -> None:
+    plain_scorer(store)
     add(store, summary="abcdefghij", created_at=days_ago(40))
     add(store, summary="abcdefghxy", created_at=days_ago(20))
     assert "merge" not in types(run(store, dry_run=True))
     add(store, summary="abcdefghix", created_at=days_ago(10))
     assert "merge" in types(run(store, dry_run=True))
+
+
+def test_learned_rule_merges_a_restatement_just_below_080(store: Path) -> None:
+    # 0.78: under the plain rule these stayed apart; the learned rule (learned.similar_enough)
+    # finds them similar, and the merge still shows the similarity itself.
+    old = add(store, summary="Add a down migration to every Alembic revision.", created_at=days_ago(40))
+    new = add(store, summary="Add a downgrade step to every Alembic revision.", created_at=days_ago(20))
+    out = run(store, dry_run=True)
+    assert plain(out.actions) == [{"type": "merge", "source_ids": [old["id"], new["id"]], "result_id": new["id"]}]
+    assert 0.77 < out.actions[0]["similarity"] < 0.80
+    assert "(similarity 0.78" in out.whys[0]
+
+
+def test_learned_rule_keeps_a_pair_above_080_apart_without_a_guard(store: Path) -> None:
+    # 0.88, but the order-keeping ratio is low: not similar, so no merge, and nothing for a
+    # person to review (no guard spoke: the pair is simply not a duplicate).
+    add(store, summary="Deployments are done with GitHub Actions.", created_at=days_ago(40))
+    add(store, summary="GitHub Actions does the deployments.", created_at=days_ago(20))
+    assert run(store, dry_run=True).actions == []
+    plain_scorer(store, "token_set_ratio")  # a scorer without learned weights: the threshold decides
+    assert "merge" in types(run(store, dry_run=True))
+
+
+def test_guards_still_veto_what_the_learned_rule_finds_similar(store: Path) -> None:
+    add(store, summary="The API gateway listens on port 8080 in every environment.", created_at=days_ago(40))
+    add(store, summary="The API gateway listens on port 8081 in every environment.", created_at=days_ago(20))
+    out = run(store, dry_run=True)
+    assert [(a["type"], a.get("reason")) for a in out.actions] == [("keep_separate", "numbers")]
 
 
 def test_different_authors_keep_both(store: Path) -> None:
