@@ -439,13 +439,14 @@ def test_bench_main_on_a_data_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
     not (bench.DEFAULT_DATA / "msr_paraphrase_test.txt").exists(), reason="MRPC data not present"
 )
 def test_mrpc_figures_on_the_test_split() -> None:
-    # Held where bench/RESULTS.md reports them (2.8% / 33.2%): a change that costs either
-    # figure shows here. (The 2.0% is not met; RESULTS.md says why.) Train is where
-    # the guards were tuned: 1.6% / 33.7%.
+    # Held where bench/RESULTS.md reports them, with the learned rule (1.4% / 32.4%: 8 of 578,
+    # 372 of 1147): a change that costs either figure shows here. (The target, <= 2.0%
+    # at >= 33%, is not met: recall is 7 paraphrases short; RESULTS.md says why.) Train is
+    # where the guards and the rule were fitted: 1.1% / 33.7%.
     pairs = bench.load_split(bench.DEFAULT_DATA, "test")
     figures = bench.measure(pairs, scorers=("token_sort_ratio",))["scorers"]["token_sort_ratio"]
-    assert figures["false_merge_rate_guarded"] <= 0.028
-    assert figures["recall_guarded"] >= 0.33
+    assert figures["merged_guarded"]["0"] <= 8
+    assert figures["merged_guarded"]["1"] >= 372
 
 
 # --------------------------------------------------------------------------------------------
