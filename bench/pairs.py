@@ -141,8 +141,9 @@ def guard_cost(texts: Sequence[tuple[str, str]], repeat: int = 5) -> dict[str, f
     """Microseconds: analysing one text for the guards, comparing one pair of analysed texts
     (what the engine pays per pair: every text is analysed once a run), comparing one pair
     from its raw texts with nothing kept between pairs (what a caller would pay that analysed
-    both texts again for every pair), and making one text's plain form (paid once a run by a
-    text the second look compares). Median of ``repeat`` rounds over all the pairs."""
+    both texts again for every pair), making one text's plain form (paid once a run by a
+    text the second look compares), and the learned similar rule's signals and decision for
+    one pair of analysed texts. Median of ``repeat`` rounds over all the pairs."""
     from memcli.consolidate.guards import GUARDS, guard_function
 
     def one_round() -> tuple[float, float]:
@@ -174,13 +175,25 @@ def guard_cost(texts: Sequence[tuple[str, str]], repeat: int = 5) -> dict[str, f
                 guard_function(name)(fa, fb)
         return (time.process_time() - start) / len(texts)
 
+    def learned_round() -> float:
+        # the learned "similar" rule's signals and decision, texts analysed before (as in a run)
+        ready = [(rules.content_text({"summary": a}), rules.content_text({"summary": b}),
+                  TextFeatures(a), TextFeatures(b)) for a, b in texts]
+        for left, right, fa, fb in ready:
+            learned.pair_signals(left, right, fa, fb)  # the per-text parts, once a run
+        start = time.process_time()
+        for left, right, fa, fb in ready:
+            learned.similar_enough(0.8, learned.pair_signals(left, right, fa, fb), THRESHOLD)
+        return (time.process_time() - start) / len(texts)
+
     rounds = sorted(one_round() for _ in range(repeat))
     per_text, per_pair = rounds[len(rounds) // 2]
     plain = sorted(plain_round() for _ in range(repeat))[repeat // 2]
     unshared = sorted(unshared_round() for _ in range(repeat))[repeat // 2]
+    rule = sorted(learned_round() for _ in range(repeat))[repeat // 2]
     return {"per_text_us": round(per_text * 1e6, 1), "per_pair_us": round(per_pair * 1e6, 1),
             "per_pair_unshared_us": round(unshared * 1e6, 1),
-            "plain_us": round(plain * 1e6, 1), "pairs": len(texts)}
+            "plain_us": round(plain * 1e6, 1), "learned_rule_us": round(rule * 1e6, 1), "pairs": len(texts)}
 
 
 def store_pairs(store: Path) -> list[tuple[str, str]]:
@@ -223,7 +236,8 @@ def format_report(result: dict[str, Any], misses: Sequence[dict[str, Any]] = ())
                      f"{cost['per_pair_us']} us to compare a pair (all guards; "
                      f"{cost['per_pair_unshared_us']} us with both texts analysed again for the "
                      f"pair), over {cost['pairs']} pairs; the plain form for the second look: "
-                     f"{cost['plain_us']} us a text")
+                     f"{cost['plain_us']} us a text; the learned similar rule: "
+                     f"{cost['learned_rule_us']} us a pair")
     for verdict in misses:
         lines.append(f"  miss {verdict['id']}: similarity {verdict['similarity']}"
                      + (f", cosine {verdict['cosine']}" if verdict["cosine"] is not None else "")
