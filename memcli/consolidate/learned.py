@@ -1,5 +1,9 @@
 """The "similar" test of rule 3.1, refined by a small learned rule over cheap pair signals.
 
+Opt-in (``consolidation.learned_rule = true``): by default the engine keeps SPEC 3.1's
+contract, ``similarity > content_similarity``, which this rule does not (it merges some pairs
+at 0.77-0.80, exactly 0.80 included, and keeps apart some above 0.80).
+
 The rule's similarity (``token_sort_ratio`` on the normalised texts, with the second look)
 sorts the words first, so it cannot see that one text is the other with a phrase added, or
 the same words put to another use. Four more signals of the same two normalised texts can:

@@ -90,8 +90,11 @@ class DuplicateMerging(MergeGroups):
         return members
 
     def _learned_floor(self) -> float | None:
-        """The similarity above which the learned rule may find a pair similar (None when the
-        configured scorer is not the one its weights were fitted for)."""
+        """The similarity above which the learned rule may find a pair similar; None (SPEC
+        3.1's plain ``similarity > content_similarity``) unless ``learned_rule`` is set and the
+        configured scorer is the one its weights were fitted for."""
+        if not self.cfg.learned_rule:
+            return None
         from memcli.consolidate import learned
 
         if not learned.applies(self.cfg.scorer):
@@ -99,9 +102,9 @@ class DuplicateMerging(MergeGroups):
         return self.cfg.content_similarity - learned.FLOOR_GAP
 
     def _text_score(self, block: list[Live], texts: BlockTexts, k: int, m: int, score: float) -> float:
-        """The score the duplicate rule compares with ``content_similarity``: with the default
-        scorer, 1.0 or 0.0 as :func:`memcli.consolidate.learned.similar_enough` decides; with
-        another scorer, the similarity itself."""
+        """The score the duplicate rule compares with ``content_similarity``: with
+        ``learned_rule`` on (and the scorer its weights fit), 1.0 or 0.0 as
+        :func:`memcli.consolidate.learned.similar_enough` decides; else the similarity itself."""
         floor = self._learned_floor()
         if floor is None:
             return score
