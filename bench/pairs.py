@@ -1,6 +1,7 @@
 """Measure the duplicate rule and its guards on memcli's own labelled memory pairs.
 
-    python bench/pairs.py [--pairs bench/pairs.jsonl] [--semantic] [--json] [--misses] [--store DIR]
+    python bench/pairs.py [--pairs bench/pairs.jsonl] [--learned-rule] [--semantic] [--json] [--misses]
+                          [--store DIR]
 
 ``bench/pairs.jsonl`` holds pairs of agent memories written for this purpose, one JSON object
 a line: ``id``, ``label`` (0: must not merge, they state different facts; 1: should merge, one
@@ -10,9 +11,9 @@ the two texts ``a`` and ``b``.
 
 Each pair goes through the rule as the engine applies it to two memories of one block with
 the same tags: content similarity (:func:`memcli.consolidate.rules.similarity` on the
-normalised texts) found similar at 0.80 by the learned rule
-(:func:`memcli.consolidate.learned.similar_enough`; ``--plain-rule``: similarity above 0.80),
-and no guard rejecting the raw texts; with ``--semantic`` (the
+normalised texts) above 0.80 (with ``--learned-rule``: found similar at 0.80 by the opt-in
+learned rule, :func:`memcli.consolidate.learned.similar_enough`, as with
+``consolidation.learned_rule = true``), and no guard rejecting the raw texts; with ``--semantic`` (the
 ``memcli[semantic]`` extra installed), also a pair whose embeddings' cosine is above
 :data:`memcli.consolidate.semantic.THRESHOLD`, guards still deciding. It prints, per label and
 class, how many pairs the rule merges, which guard stopped the others, and the guards' cost
@@ -87,11 +88,11 @@ def cosines(pairs: Sequence[Pair]) -> list[float]:
     return [float(x) for x in (left * right).sum(axis=1)]
 
 
-def similar(a: str, b: str, score: float, plain_rule: bool = False) -> bool:
-    """Whether the rule finds two raw texts similar: :func:`memcli.consolidate.learned.similar_enough`
-    (the engine's decision with the default scorer), or with ``plain_rule`` the similarity
-    above the threshold (the rule before it)."""
-    if plain_rule:
+def similar(a: str, b: str, score: float, learned_rule: bool = False) -> bool:
+    """Whether the rule finds two raw texts similar: the similarity above the threshold (the
+    engine's default, SPEC 3.1), or with ``learned_rule``
+    :func:`memcli.consolidate.learned.similar_enough` (the opt-in)."""
+    if not learned_rule:
         return score > THRESHOLD
     if score <= THRESHOLD - learned.FLOOR_GAP:
         return False
@@ -101,7 +102,7 @@ def similar(a: str, b: str, score: float, plain_rule: bool = False) -> bool:
 
 
 def decide(pairs: Sequence[Pair], use_semantic: bool = False,
-           plain_rule: bool = False) -> list[dict[str, Any]]:
+           learned_rule: bool = False) -> list[dict[str, Any]]:
     """The rule's verdict on each pair: similarity, cosine, the guard that spoke, merged."""
     cos = cosines(pairs) if use_semantic else [0.0] * len(pairs)
     from memcli.consolidate import semantic
@@ -109,7 +110,7 @@ def decide(pairs: Sequence[Pair], use_semantic: bool = False,
     out = []
     for pair, cosine in zip(pairs, cos, strict=True):
         score = similarity(pair.a, pair.b)
-        by_text = similar(pair.a, pair.b, score, plain_rule)
+        by_text = similar(pair.a, pair.b, score, learned_rule)
         by_meaning = use_semantic and not by_text and score <= THRESHOLD and cosine > semantic.THRESHOLD
         guard = guard_rejects(pair.a, pair.b) if by_text or by_meaning else None
         out.append({"id": pair.id, "label": pair.label, "class": pair.cls, "similarity": round(score, 4),
@@ -250,8 +251,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS, help="JSON-lines pair file")
     parser.add_argument("--semantic", action="store_true", help="also merge by embedding cosine")
     parser.add_argument("--misses", action="store_true", help="list the pairs the rule gets wrong")
-    parser.add_argument("--plain-rule", action="store_true",
-                        help="decide by the similarity alone (the rule before the learned one)")
+    parser.add_argument("--learned-rule", action="store_true",
+                        help="decide with the opt-in learned rule (consolidation.learned_rule = true), "
+                             "not the similarity alone")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--store", type=Path, action="append", default=[],
                         help="also measure the guards' cost on the pairs a dry run of this store "
@@ -272,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not semantic.available():
             print("--semantic needs the semantic extra: pip install 'memcli[semantic]'", file=sys.stderr)
             return 2
-    verdicts = decide(pairs, args.semantic, args.plain_rule)
+    verdicts = decide(pairs, args.semantic, args.learned_rule)
     result = summarise(verdicts)
     result["cost"] = guard_cost([(p.a, p.b) for p in pairs])
     for store in args.store:
