@@ -1,12 +1,15 @@
 """Measure the duplicate rule and its guards on the Microsoft Research Paraphrase Corpus.
 
-    python bench/mrpc.py [--data DIR] [--scorer NAME]... [--threshold 0.80] [--split train] [--json]
+    python bench/mrpc.py [--data DIR] [--scorer NAME]... [--threshold 0.80] [--split train]
+                         [--learned-rule] [--semantic] [--json]
 
 MRPC pairs are news sentences labelled 1 (paraphrase) or 0 (related but not equivalent).
 For each split and scorer this prints, at the merge threshold:
 
-- false-merge rate: share of label-0 pairs the rule would merge (similarity > threshold
-  and, with guards, no guard rejecting);
+- false-merge rate: share of label-0 pairs the rule would merge (found similar and, with
+  guards, no guard rejecting; similar is similarity > threshold, as the engine decides by
+  default; with ``--learned-rule``, for ``token_sort_ratio``, the opt-in learned rule of
+  :mod:`memcli.consolidate.learned` at the threshold, ``consolidation.learned_rule = true``);
 - recall: share of label-1 pairs it would merge;
 - per guard, how many above-threshold pairs of each label it rejects: first (the reason the
   engine would log, in GUARDS order) and alone (the guard on its own).
@@ -42,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout that is not installed
     sys.path.insert(0, str(ROOT))
 
-from memcli.consolidate import rules  # noqa: E402
+from memcli.consolidate import learned, rules  # noqa: E402
 from memcli.consolidate.guards import GUARDS, guard_function, guard_rejects  # noqa: E402
 from memcli.consolidate.textfeatures import features  # noqa: E402
 
@@ -112,14 +115,30 @@ def similarities(pairs: Sequence[Pair], scorer: str) -> list[float]:
             for p, a, b, s in zip(pairs, left, right, out, strict=True)]
 
 
-def semantic_merges(pairs: Sequence[Pair], threshold: float) -> dict[str, Any]:
-    """With the semantic signal: the pairs the rule merges by text or by meaning (cosine),
-    guards deciding, as false-merge rate and recall."""
+def similar(pairs: Sequence[Pair], scores: Sequence[float], scorer: str, threshold: float,
+            learned_rule: bool = False) -> list[bool]:
+    """Whether the rule finds each pair similar, as the engine decides: the similarity above
+    the threshold (SPEC 3.1, the default); with ``learned_rule`` and the scorer its weights were
+    fitted for, :func:`memcli.consolidate.learned.similar_enough`."""
+    if not learned_rule or not learned.applies(scorer):
+        return [s > threshold for s in scores]
+    return [s > threshold - learned.FLOOR_GAP and learned.similar_enough(s, learned.pair_signals(
+        default_process(p.text_a), default_process(p.text_b), features(p.text_a), features(p.text_b)),
+        threshold) for p, s in zip(pairs, scores, strict=True)]
+
+
+def semantic_merges(pairs: Sequence[Pair], threshold: float, learned_rule: bool = False) -> dict[str, Any]:
+    """With the semantic signal: the pairs the rule merges by text or by meaning (cosine,
+    for a pair whose similarity is not above the threshold), guards deciding, as false-merge
+    rate and recall."""
     from memcli.consolidate import semantic
 
     cos = (semantic.embed([p.text_a for p in pairs]) * semantic.embed([p.text_b for p in pairs])).sum(axis=1)
-    merged = [p for p, s, c in zip(pairs, similarities(pairs, "token_sort_ratio"), cos, strict=True)
-              if (s > threshold or c > semantic.THRESHOLD) and guard_rejects(p.text_a, p.text_b) is None]
+    scores = similarities(pairs, "token_sort_ratio")
+    by_text = similar(pairs, scores, "token_sort_ratio", threshold, learned_rule)
+    merged = [p for p, s, t, c in zip(pairs, scores, by_text, cos, strict=True)
+              if (t or (s <= threshold and c > semantic.THRESHOLD))
+              and guard_rejects(p.text_a, p.text_b) is None]
     totals = {lab: sum(1 for p in pairs if p.label == lab) for lab in (0, 1)}
     return {"cosine_threshold": semantic.THRESHOLD,
             "false_merge_rate": _rate(sum(p.label == 0 for p in merged), totals[0]),
@@ -145,9 +164,11 @@ def _guard_counts(above: Sequence[Pair]) -> dict[str, dict[str, dict[str, int]]]
     return counts
 
 
-def measure_scorer(pairs: Sequence[Pair], scorer: str, threshold: float) -> dict[str, Any]:
+def measure_scorer(pairs: Sequence[Pair], scorer: str, threshold: float,
+                   learned_rule: bool = False) -> dict[str, Any]:
     """False-merge rate and recall of one scorer, without and with guards."""
-    above = [p for p, s in zip(pairs, similarities(pairs, scorer), strict=True) if s > threshold]
+    found = similar(pairs, similarities(pairs, scorer), scorer, threshold, learned_rule)
+    above = [p for p, f in zip(pairs, found, strict=True) if f]
     guarded = [p for p in above if guard_rejects(p.text_a, p.text_b) is None]
     totals = {lab: sum(1 for p in pairs if p.label == lab) for lab in (0, 1)}
 
@@ -170,16 +191,19 @@ def measure(
     scorers: Sequence[str] = DEFAULT_SCORERS,
     threshold: float = DEFAULT_THRESHOLD,
     semantic: bool = False,
+    learned_rule: bool = False,
 ) -> dict[str, Any]:
     """All figures for one split: pair counts and, per scorer, :func:`measure_scorer`; with
-    ``semantic``, :func:`semantic_merges` too."""
+    ``semantic``, :func:`semantic_merges` too; with ``learned_rule``, the opt-in learned rule
+    decides which pairs are similar (``token_sort_ratio`` only)."""
     result = {
         "pairs": {"0": sum(1 for p in pairs if p.label == 0), "1": sum(p.label for p in pairs)},
         "threshold": threshold,
-        "scorers": {name: measure_scorer(pairs, name, threshold) for name in scorers},
+        "rule": "learned" if learned_rule else "plain",
+        "scorers": {name: measure_scorer(pairs, name, threshold, learned_rule) for name in scorers},
     }
     if semantic:
-        result["semantic"] = semantic_merges(pairs, threshold)
+        result["semantic"] = semantic_merges(pairs, threshold, learned_rule)
     return result
 
 
@@ -188,7 +212,9 @@ def format_report(split: str, result: dict[str, Any]) -> str:
     pairs = result["pairs"]
     lines = [
         f"{split}: {pairs['0']} label-0 pairs, {pairs['1']} label-1 pairs, "
-        f"similarity > {result['threshold']:.2f}",
+        f"similarity > {result['threshold']:.2f}"
+        + (" (--learned-rule: token_sort_ratio decides by the learned rule)"
+           if result.get("rule") == "learned" else ""),
         f"  {'scorer':<18} {'false-merge':>11} {'+guards':>8} {'recall':>8} {'+guards':>8}",
     ]
     for name, fig in result["scorers"].items():
@@ -220,6 +246,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--semantic", action="store_true", help="also merge by embedding cosine")
+    parser.add_argument("--learned-rule", action="store_true",
+                        help="token_sort_ratio: decide with the opt-in learned rule "
+                             "(consolidation.learned_rule = true), not the similarity alone")
     parser.add_argument("--split", choices=SPLITS, action="append", dest="splits",
                         help="measure only this split (repeatable; default: every split); tune on train")
     return parser.parse_args(argv)
@@ -246,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except FileNotFoundError as exc:
             print(f"missing MRPC file: {exc.filename}", file=sys.stderr)
             return 1
-        results[split] = measure(pairs, scorers, args.threshold, args.semantic)
+        results[split] = measure(pairs, scorers, args.threshold, args.semantic, args.learned_rule)
     if args.json:
         print(json.dumps(results, indent=2))
     else:

@@ -1,6 +1,7 @@
 """Measure the duplicate rule and its guards on memcli's own labelled memory pairs.
 
-    python bench/pairs.py [--pairs bench/pairs.jsonl] [--semantic] [--json] [--misses] [--store DIR]
+    python bench/pairs.py [--pairs bench/pairs.jsonl] [--learned-rule] [--semantic] [--json] [--misses]
+                          [--store DIR]
 
 ``bench/pairs.jsonl`` holds pairs of agent memories written for this purpose, one JSON object
 a line: ``id``, ``label`` (0: must not merge, they state different facts; 1: should merge, one
@@ -10,7 +11,9 @@ the two texts ``a`` and ``b``.
 
 Each pair goes through the rule as the engine applies it to two memories of one block with
 the same tags: content similarity (:func:`memcli.consolidate.rules.similarity` on the
-normalised texts) above 0.80, and no guard rejecting the raw texts; with ``--semantic`` (the
+normalised texts) above 0.80 (with ``--learned-rule``: found similar at 0.80 by the opt-in
+learned rule, :func:`memcli.consolidate.learned.similar_enough`, as with
+``consolidation.learned_rule = true``), and no guard rejecting the raw texts; with ``--semantic`` (the
 ``memcli[semantic]`` extra installed), also a pair whose embeddings' cosine is above
 :data:`memcli.consolidate.semantic.THRESHOLD`, guards still deciding. It prints, per label and
 class, how many pairs the rule merges, which guard stopped the others, and the guards' cost
@@ -32,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout that is not installed
     sys.path.insert(0, str(ROOT))
 
-from memcli.consolidate import rules  # noqa: E402
+from memcli.consolidate import learned, rules  # noqa: E402
 from memcli.consolidate.guards import guard_rejects  # noqa: E402
 from memcli.consolidate.textfeatures import TextFeatures, features  # noqa: E402
 
@@ -85,7 +88,21 @@ def cosines(pairs: Sequence[Pair]) -> list[float]:
     return [float(x) for x in (left * right).sum(axis=1)]
 
 
-def decide(pairs: Sequence[Pair], use_semantic: bool = False) -> list[dict[str, Any]]:
+def similar(a: str, b: str, score: float, learned_rule: bool = False) -> bool:
+    """Whether the rule finds two raw texts similar: the similarity above the threshold (the
+    engine's default, SPEC 3.1), or with ``learned_rule``
+    :func:`memcli.consolidate.learned.similar_enough` (the opt-in)."""
+    if not learned_rule:
+        return score > THRESHOLD
+    if score <= THRESHOLD - learned.FLOOR_GAP:
+        return False
+    left, right = rules.content_text({"summary": a}), rules.content_text({"summary": b})
+    signals = learned.pair_signals(left, right, features(a), features(b))
+    return learned.similar_enough(score, signals, THRESHOLD)
+
+
+def decide(pairs: Sequence[Pair], use_semantic: bool = False,
+           learned_rule: bool = False) -> list[dict[str, Any]]:
     """The rule's verdict on each pair: similarity, cosine, the guard that spoke, merged."""
     cos = cosines(pairs) if use_semantic else [0.0] * len(pairs)
     from memcli.consolidate import semantic
@@ -93,8 +110,8 @@ def decide(pairs: Sequence[Pair], use_semantic: bool = False) -> list[dict[str, 
     out = []
     for pair, cosine in zip(pairs, cos, strict=True):
         score = similarity(pair.a, pair.b)
-        by_text = score > THRESHOLD
-        by_meaning = use_semantic and not by_text and cosine > semantic.THRESHOLD
+        by_text = similar(pair.a, pair.b, score, learned_rule)
+        by_meaning = use_semantic and not by_text and score <= THRESHOLD and cosine > semantic.THRESHOLD
         guard = guard_rejects(pair.a, pair.b) if by_text or by_meaning else None
         out.append({"id": pair.id, "label": pair.label, "class": pair.cls, "similarity": round(score, 4),
                     "cosine": round(cosine, 4) if use_semantic else None, "guard": guard,
@@ -125,8 +142,9 @@ def guard_cost(texts: Sequence[tuple[str, str]], repeat: int = 5) -> dict[str, f
     """Microseconds: analysing one text for the guards, comparing one pair of analysed texts
     (what the engine pays per pair: every text is analysed once a run), comparing one pair
     from its raw texts with nothing kept between pairs (what a caller would pay that analysed
-    both texts again for every pair), and making one text's plain form (paid once a run by a
-    text the second look compares). Median of ``repeat`` rounds over all the pairs."""
+    both texts again for every pair), making one text's plain form (paid once a run by a
+    text the second look compares), and the learned similar rule's signals and decision for
+    one pair of analysed texts. Median of ``repeat`` rounds over all the pairs."""
     from memcli.consolidate.guards import GUARDS, guard_function
 
     def one_round() -> tuple[float, float]:
@@ -158,13 +176,25 @@ def guard_cost(texts: Sequence[tuple[str, str]], repeat: int = 5) -> dict[str, f
                 guard_function(name)(fa, fb)
         return (time.process_time() - start) / len(texts)
 
+    def learned_round() -> float:
+        # the learned "similar" rule's signals and decision, texts analysed before (as in a run)
+        ready = [(rules.content_text({"summary": a}), rules.content_text({"summary": b}),
+                  TextFeatures(a), TextFeatures(b)) for a, b in texts]
+        for left, right, fa, fb in ready:
+            learned.pair_signals(left, right, fa, fb)  # the per-text parts, once a run
+        start = time.process_time()
+        for left, right, fa, fb in ready:
+            learned.similar_enough(0.8, learned.pair_signals(left, right, fa, fb), THRESHOLD)
+        return (time.process_time() - start) / len(texts)
+
     rounds = sorted(one_round() for _ in range(repeat))
     per_text, per_pair = rounds[len(rounds) // 2]
     plain = sorted(plain_round() for _ in range(repeat))[repeat // 2]
     unshared = sorted(unshared_round() for _ in range(repeat))[repeat // 2]
+    rule = sorted(learned_round() for _ in range(repeat))[repeat // 2]
     return {"per_text_us": round(per_text * 1e6, 1), "per_pair_us": round(per_pair * 1e6, 1),
             "per_pair_unshared_us": round(unshared * 1e6, 1),
-            "plain_us": round(plain * 1e6, 1), "pairs": len(texts)}
+            "plain_us": round(plain * 1e6, 1), "learned_rule_us": round(rule * 1e6, 1), "pairs": len(texts)}
 
 
 def store_pairs(store: Path) -> list[tuple[str, str]]:
@@ -207,7 +237,8 @@ def format_report(result: dict[str, Any], misses: Sequence[dict[str, Any]] = ())
                      f"{cost['per_pair_us']} us to compare a pair (all guards; "
                      f"{cost['per_pair_unshared_us']} us with both texts analysed again for the "
                      f"pair), over {cost['pairs']} pairs; the plain form for the second look: "
-                     f"{cost['plain_us']} us a text")
+                     f"{cost['plain_us']} us a text; the learned similar rule: "
+                     f"{cost['learned_rule_us']} us a pair")
     for verdict in misses:
         lines.append(f"  miss {verdict['id']}: similarity {verdict['similarity']}"
                      + (f", cosine {verdict['cosine']}" if verdict["cosine"] is not None else "")
@@ -220,6 +251,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS, help="JSON-lines pair file")
     parser.add_argument("--semantic", action="store_true", help="also merge by embedding cosine")
     parser.add_argument("--misses", action="store_true", help="list the pairs the rule gets wrong")
+    parser.add_argument("--learned-rule", action="store_true",
+                        help="decide with the opt-in learned rule (consolidation.learned_rule = true), "
+                             "not the similarity alone")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--store", type=Path, action="append", default=[],
                         help="also measure the guards' cost on the pairs a dry run of this store "
@@ -240,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not semantic.available():
             print("--semantic needs the semantic extra: pip install 'memcli[semantic]'", file=sys.stderr)
             return 2
-    verdicts = decide(pairs, args.semantic)
+    verdicts = decide(pairs, args.semantic, args.learned_rule)
     result = summarise(verdicts)
     result["cost"] = guard_cost([(p.a, p.b) for p in pairs])
     for store in args.store:

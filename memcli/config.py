@@ -28,6 +28,9 @@ class Consolidation:
     scorer: str = "token_sort_ratio"
     guards: bool = True
     semantic: bool = False  # the embedding signal of memcli[semantic] (README, Guards)
+    # rule 3.1's "similar" decided by memcli.consolidate.learned (README, Guards); off by
+    # default: with it, a pair's similarity alone no longer says whether it merges (SPEC 3.1)
+    learned_rule: bool = False
     summarize_after_days: float = 30.0
     summarize_min_chars: int = 5000
     summary_max_chars: int = 1500

@@ -21,6 +21,7 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     cfg = settings.consolidation
     assert (cfg.max_per_run, cfg.tag_overlap, cfg.content_similarity, cfg.stale_after_days) == (50, 0.8, 0.8, 90)
     assert settings.llm.model == "claude-haiku-4-5" and settings.schedule.weekly == "0 0 * * 0"
+    assert cfg.learned_rule is False  # SPEC 3.1's plain "similarity > content_similarity"
 
 
 def test_values_and_teams_are_read(tmp_path: Path) -> None:
@@ -28,6 +29,7 @@ def test_values_and_teams_are_read(tmp_path: Path) -> None:
                                              '[teams]\ndefault_team = "all"\ncoder = "backend"\n'))
     assert settings.consolidation.max_per_run == 5 and settings.consolidation.min_age_days == 2.5
     assert settings.team_for("coder") == "backend" and settings.team_for("other") == "all"
+    assert load_settings(write(tmp_path, "[consolidation]\nlearned_rule = true\n")).consolidation.learned_rule
 
 
 @pytest.mark.parametrize(("text", "key"), [
@@ -40,6 +42,7 @@ def test_values_and_teams_are_read(tmp_path: Path) -> None:
     ("[consolidation]\npromote_to_team = 8\npromote_to_global = 4", "promote_to_global must be >="),
     ("[consolidation]\nmystery = 1", "unknown key consolidation.mystery"),
     ('[llm]\nenabled = "yes"', "llm.enabled must be true or false"),
+    ("[consolidation]\nlearned_rule = 1", "consolidation.learned_rule must be true or false"),
     ('[schedule]\nweekly = "every sunday"', "schedule.weekly is not a valid cron expression"),
     ("[teams]\ncoder = 5", "teams.coder must be a folder name"),
     ('[teams]\ncoder = "../x"', "teams.coder must be a folder name"),

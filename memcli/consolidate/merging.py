@@ -43,7 +43,7 @@ class DuplicateMerging(MergeGroups):
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
                                   floor=floor, sigs=sigs, lengths=lengths, near=self._near())
         second_look(texts, pairs, self.cfg.scorer, self.cfg.content_similarity, floor,
-                    plain=lambda n: self._features(block[n]).plain)
+                    plain=lambda n: self._features(block[n]).plain, keep_above=self._learned_floor())
         semantic = self._semantic_pairs(block, texts, pairs, focus)
         older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
         for i, j in sorted(pairs.keys() | semantic.keys()):
@@ -53,22 +53,24 @@ class DuplicateMerging(MergeGroups):
             if k in assigned:
                 continue
             assigned.add(k)
-            members = self._members(block, k, older[k], pairs, assigned, semantic)
+            members = self._members(block, k, older[k], pairs, assigned, semantic, texts)
             if members:
                 self._resolve_group(block[k], members)
         if self.opts.judge is not None:
             self._collect_grey(block, pairs)
 
     def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],
-                 assigned: set[int], semantic: dict[tuple[int, int], float]) -> list[tuple[Live, float]]:
-        """Older unassigned duplicates of keeper k: similar text, or (with the semantic signal)
-        similar meaning; guard-rejected pairs are kept apart."""
+                 assigned: set[int], semantic: dict[tuple[int, int], float],
+                 texts: BlockTexts) -> list[tuple[Live, float]]:
+        """Older unassigned duplicates of keeper k: similar text (:meth:`_text_score`), or (with
+        the semantic signal) similar meaning; guard-rejected pairs are kept apart."""
         keeper = block[k]
         members: list[tuple[Live, float]] = []
         for m in candidates:
             score = pairs.get((k, m), 0.0)
             meaning = (k, m) in semantic and score <= self.cfg.content_similarity
-            rule_score = 1.0 if meaning else score  # by meaning: the tag, type and link tests remain
+            # by meaning: the tag, type and link tests remain
+            rule_score = 1.0 if meaning else self._text_score(block, texts, k, m, score)
             if m in assigned or not rules.is_duplicate_pair(keeper.mem, block[m].mem, rule_score, self.cfg):
                 continue
             if meaning and (k, m) not in pairs:
@@ -86,6 +88,32 @@ class DuplicateMerging(MergeGroups):
                 self._meaning[block[m].mem.id] = semantic[(k, m)]
             members.append((block[m], score))
         return members
+
+    def _learned_floor(self) -> float | None:
+        """The similarity above which the learned rule may find a pair similar; None (SPEC
+        3.1's plain ``similarity > content_similarity``) unless ``learned_rule`` is set and the
+        configured scorer is the one its weights were fitted for."""
+        if not self.cfg.learned_rule:
+            return None
+        from memcli.consolidate import learned
+
+        if not learned.applies(self.cfg.scorer):
+            return None
+        return self.cfg.content_similarity - learned.FLOOR_GAP
+
+    def _text_score(self, block: list[Live], texts: BlockTexts, k: int, m: int, score: float) -> float:
+        """The score the duplicate rule compares with ``content_similarity``: with
+        ``learned_rule`` on (and the scorer its weights fit), 1.0 or 0.0 as
+        :func:`memcli.consolidate.learned.similar_enough` decides; else the similarity itself."""
+        floor = self._learned_floor()
+        if floor is None:
+            return score
+        if score <= floor:
+            return 0.0
+        from memcli.consolidate import learned
+
+        signals = learned.pair_signals(texts[k], texts[m], self._features(block[k]), self._features(block[m]))
+        return 1.0 if learned.similar_enough(score, signals, self.cfg.content_similarity) else 0.0
 
     # ------------------------------------------------------------ SPEC 9: grey-zone pairs
 

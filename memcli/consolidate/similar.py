@@ -288,19 +288,20 @@ _PAIRS_PER_CHUNK = 65_536
 
 def second_look(texts: Sequence[str], pairs: dict[tuple[int, int], float], scorer: str,
                 threshold: float, floor: float | None,
-                plain: Callable[[int], str] | None = None) -> None:
+                plain: Callable[[int], str] | None = None, keep_above: float | None = None) -> None:
     """Pairs found just below the threshold (``similar_pairs(..., near=...)``) are scored again
     as the rule defines similarity: articles aside (:func:`rules.similarity`) and, with
     ``plain`` (the plain form of text ``n``, :func:`memcli.consolidate.restate.plain_form`),
     on the two plain forms too: what carries no meaning (an attribution, spelling, number
-    formats) set aside. Those that now pass take the higher score; the rest leave ``pairs``
-    unless the LLM's discovery band (``floor``) wants them."""
+    formats) set aside. Those that now pass (or score above ``keep_above``: the pairs the
+    learned rule of :mod:`memcli.consolidate.learned` may still find similar) take the higher
+    score; the rest leave ``pairs`` unless the LLM's discovery band (``floor``) wants them."""
     for (i, j), score in list(pairs.items()):
         if score > threshold:
             continue
         better = similarity(texts[i], texts[j], scorer,
                             plain=None if plain is None else (plain(i), plain(j)))
-        if better > threshold:
+        if better > threshold or (keep_above is not None and better > keep_above):
             pairs[(i, j)] = better
         elif floor is None or score < floor:
             del pairs[(i, j)]

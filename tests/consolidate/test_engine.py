@@ -97,6 +97,77 @@ def test_similarity_exactly_080_does_not_merge_and_090_does(store: Path) -> None
     assert "merge" in types(run(store, dry_run=True))
 
 
+# The learned "similar" rule (memcli.consolidate.learned) is opt-in: consolidation.learned_rule.
+
+ALEMBIC = ("Add a down migration to every Alembic revision.",  # 0.78, the learned rule: similar
+           "Add a downgrade step to every Alembic revision.")
+GITHUB = ("Deployments are done with GitHub Actions.",  # 0.88, the learned rule: not similar
+          "GitHub Actions does the deployments.")
+
+
+def learned_rule(store: Path, on: bool = True, scorer: str = "token_sort_ratio") -> None:
+    (store / "memcli.toml").write_text(
+        f'[consolidation]\nindex_pause_ms = 0\nlearned_rule = {str(on).lower()}\nscorer = "{scorer}"\n')
+
+
+def test_default_config_does_not_use_the_learned_rule(store: Path) -> None:
+    # SPEC 3.1 by default: a pair at 0.78 that the learned rule would merge stays apart, and
+    # so does a pair at exactly 0.80 (which it would merge too); a pair at 0.88 it would keep
+    # apart merges.
+    add(store, summary=ALEMBIC[0], created_at=days_ago(40), tags=["db"])
+    add(store, summary=ALEMBIC[1], created_at=days_ago(20), tags=["db"])
+    add(store, summary="abcdefghij", created_at=days_ago(40), tags=["edge"])
+    add(store, summary="abcdefghxy", created_at=days_ago(20), tags=["edge"])
+    assert run(store, dry_run=True).actions == []
+    old = add(store, summary=GITHUB[0], created_at=days_ago(40), tags=["ci"])
+    new = add(store, summary=GITHUB[1], created_at=days_ago(20), tags=["ci"])
+    out = run(store, dry_run=True)
+    assert plain(out.actions) == [{"type": "merge", "source_ids": [old["id"], new["id"]], "result_id": new["id"]}]
+    assert out.actions[0]["similarity"] == pytest.approx(0.88)
+    learned_rule(store, on=False)  # said explicitly: the same
+    assert plain(run(store, dry_run=True).actions) == plain(out.actions)
+
+
+def test_the_setting_switches_the_learned_rule_on(store: Path) -> None:
+    old = add(store, summary=ALEMBIC[0], created_at=days_ago(40), tags=["db"])
+    new = add(store, summary=ALEMBIC[1], created_at=days_ago(20), tags=["db"])
+    add(store, summary=GITHUB[0], created_at=days_ago(40), tags=["ci"])
+    add(store, summary=GITHUB[1], created_at=days_ago(20), tags=["ci"])
+    assert [a["similarity"] for a in run(store, dry_run=True).actions] == [pytest.approx(0.88)]
+    learned_rule(store)
+    out = run(store, dry_run=True)
+    # 0.78 merges (the merge still shows the similarity itself); 0.88 is not similar: no
+    # merge and nothing for a person to review (no guard spoke)
+    assert plain(out.actions) == [{"type": "merge", "source_ids": [old["id"], new["id"]], "result_id": new["id"]}]
+    assert 0.77 < out.actions[0]["similarity"] < 0.80
+    assert "(similarity 0.78" in out.whys[0]
+
+
+def test_the_learned_rule_merges_exactly_080_when_on(store: Path) -> None:
+    # what the default keeps apart (test_similarity_exactly_080_does_not_merge_and_090_does)
+    learned_rule(store)
+    add(store, summary="abcdefghij", created_at=days_ago(40))
+    add(store, summary="abcdefghxy", created_at=days_ago(20))
+    assert types(run(store, dry_run=True)) == ["merge"]
+
+
+def test_the_learned_rule_only_with_the_scorer_it_was_fitted_for(store: Path) -> None:
+    learned_rule(store, scorer="token_set_ratio")  # no learned weights: the threshold decides
+    add(store, summary=GITHUB[0], created_at=days_ago(40))
+    add(store, summary=GITHUB[1], created_at=days_ago(20))
+    assert types(run(store, dry_run=True)) == ["merge"]
+    learned_rule(store)
+    assert run(store, dry_run=True).actions == []
+
+
+def test_guards_still_veto_what_the_learned_rule_finds_similar(store: Path) -> None:
+    learned_rule(store)
+    add(store, summary="The API gateway listens on port 8080 in every environment.", created_at=days_ago(40))
+    add(store, summary="The API gateway listens on port 8081 in every environment.", created_at=days_ago(20))
+    out = run(store, dry_run=True)
+    assert [(a["type"], a.get("reason")) for a in out.actions] == [("keep_separate", "numbers")]
+
+
 def test_different_authors_keep_both(store: Path) -> None:
     a = add(store, summary=DUP, created_at=days_ago(40))
     b = add(store, summary=DUP, created_at=days_ago(20), created_by="agent:reviewer")

@@ -422,6 +422,14 @@ def test_measure_on_inline_sample() -> None:
     assert "token_sort_ratio" in bench.format_report("sample", result)
 
 
+def test_measure_says_which_rule_decided() -> None:
+    pairs = bench.parse_pairs(SAMPLE.splitlines())
+    assert bench.measure(pairs, scorers=("token_sort_ratio",))["rule"] == "plain"
+    learned = bench.measure(pairs, scorers=("token_sort_ratio",), learned_rule=True)
+    assert learned["rule"] == "learned" and "the learned rule" in bench.format_report("sample", learned)
+    assert bench._parse_args(["--learned-rule"]).learned_rule and not bench._parse_args([]).learned_rule
+
+
 def test_bench_main_reports_missing_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--data", str(tmp_path)]) == 1
     assert "missing MRPC file" in capsys.readouterr().err
@@ -439,13 +447,18 @@ def test_bench_main_on_a_data_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
     not (bench.DEFAULT_DATA / "msr_paraphrase_test.txt").exists(), reason="MRPC data not present"
 )
 def test_mrpc_figures_on_the_test_split() -> None:
-    # Held where bench/RESULTS.md reports them (2.8% / 33.2%): a change that costs either
-    # figure shows here. (The 2.0% is not met; RESULTS.md says why.) Train is where
-    # the guards were tuned: 1.6% / 33.7%.
+    # Held where bench/RESULTS.md reports them: a change that costs any figure shows here.
+    # The default rule (similarity > 0.80, SPEC 3.1): 2.8% / 33.2%, 16 of 578 false merges,
+    # 381 of 1147 paraphrases. (The 2.0% is not met; RESULTS.md says why.) The opt-in
+    # learned rule (consolidation.learned_rule): 1.4% / 32.4%, 8 of 578, 372 of 1147. Train
+    # is where the guards and the learned rule were fitted: 1.6% / 33.7% and 1.1% / 33.7%.
     pairs = bench.load_split(bench.DEFAULT_DATA, "test")
-    figures = bench.measure(pairs, scorers=("token_sort_ratio",))["scorers"]["token_sort_ratio"]
-    assert figures["false_merge_rate_guarded"] <= 0.028
-    assert figures["recall_guarded"] >= 0.33
+    default = bench.measure(pairs, scorers=("token_sort_ratio",))["scorers"]["token_sort_ratio"]
+    assert default["merged_guarded"]["0"] <= 16
+    assert default["merged_guarded"]["1"] >= 381
+    opt_in = bench.measure(pairs, scorers=("token_sort_ratio",), learned_rule=True)["scorers"]["token_sort_ratio"]
+    assert opt_in["merged_guarded"]["0"] <= 8
+    assert opt_in["merged_guarded"]["1"] >= 372
 
 
 # --------------------------------------------------------------------------------------------
@@ -645,6 +658,18 @@ def test_pair_set_targets() -> None:
     result = pairs_bench.summarise(pairs_bench.decide(pairs_bench.load_pairs()))
     assert result["must_not_merge"]["rate"] <= 0.02
     assert result["should_merge"]["rate"] >= 0.70
+
+
+def test_pair_bench_decides_as_the_engine_default_or_with_the_learned_rule() -> None:
+    # the default (similarity > 0.80): 0.88 merges, 0.78 does not; --learned-rule: the reverse
+    pairs = [pairs_bench.Pair("swap", 1, "reorder", "ci", "Deployments are done with GitHub Actions.",
+                              "GitHub Actions does the deployments."),
+             pairs_bench.Pair("near", 1, "reword", "db", "Add a down migration to every Alembic revision.",
+                              "Add a downgrade step to every Alembic revision.")]
+    assert [v["merged"] for v in pairs_bench.decide(pairs)] == [True, False]
+    assert [v["merged"] for v in pairs_bench.decide(pairs, learned_rule=True)] == [False, True]
+    assert pairs_bench._parse_args(["--learned-rule"]).learned_rule
+    assert not pairs_bench._parse_args([]).learned_rule
 
 
 @pytest.mark.slow
