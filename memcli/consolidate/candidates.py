@@ -26,6 +26,7 @@ signature is stored as little-endian bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Sequence
 
@@ -177,14 +178,23 @@ def _densify(minima: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
     """
     rows, bins = minima.shape
     filled = minima != _MAX64
-    source = np.where(filled, np.arange(bins), -1)
-    for probe in _probe_order(bins).T:  # one probe for every bin at a time
-        open_ = source < 0
-        if not open_.any():
+    source = np.broadcast_to(np.arange(bins), (rows, bins)).copy()
+    # Only the empty bins probe, each until it finds a non-empty one: a chunk of texts has a
+    # few empty bins in most rows, and probing whole (rows, bins) arrays once per attempt cost
+    # more than hashing the shingles.
+    at_row, at_bin = np.nonzero(~filled)
+    found = np.full(len(at_row), -1, dtype=np.int64)
+    waiting = np.arange(len(at_row))
+    for probes in _probe_order(bins).T:
+        if not waiting.size:
             break
-        source = np.where(open_ & filled[:, probe], probe, source)
+        tried = probes[at_bin[waiting]]
+        hit = filled[at_row[waiting], tried]
+        found[waiting[hit]] = tried[hit]
+        waiting = waiting[~hit]
     # Rarely every probe is empty (a text of a few shingles): fall back to any non-empty bin.
-    source = np.where(source < 0, filled.argmax(axis=1)[:, None], source)
+    found[waiting] = filled[at_row[waiting]].argmax(axis=1)
+    source[at_row, at_bin] = found
     values = np.take_along_axis(minima, source, axis=1)
     salt = np.where(filled, _U64(0), np.arange(bins, dtype=_U64) + _U64(1))
     with np.errstate(over="ignore"):
@@ -195,10 +205,13 @@ def _densify(minima: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
     return mixed.astype(np.uint16)
 
 
+@functools.lru_cache(maxsize=8)
 def _probe_order(bins: int, attempts: int = 24) -> npt.NDArray[np.int64]:
-    """For each bin, a fixed pseudo-random sequence of bins to borrow from."""
+    """For each bin, a fixed pseudo-random sequence of bins to borrow from (read only)."""
     seeds = np.arange(bins * attempts, dtype=_U64) + _U64(_SEED)
-    return (_splitmix64(seeds) % _U64(bins)).astype(np.int64).reshape(bins, attempts)
+    order = (_splitmix64(seeds) % _U64(bins)).astype(np.int64).reshape(bins, attempts)
+    order.setflags(write=False)  # shared by every call (cached)
+    return order
 
 
 def exact_key(norm_text: str) -> str:
