@@ -137,7 +137,7 @@ class Memory:
     def __init__(self, data: dict[str, Any] | None, path: Path | None, fmt: str, content_hash: str = "",
                  size: int = 0, mtime_ns: int = 0, warnings: list[str] | None = None, *,
                  facts: dict[str, Any] | None = None, folder: Path | None = None, name: str = "",
-                 load: Callable[[Memory], Memory | None] | None = None) -> None:
+                 load: Callable[[Memory], dict[str, Any] | None] | None = None) -> None:
         self._data = data
         self._path = path
         self._dir = folder
@@ -154,9 +154,9 @@ class Memory:
 
     @classmethod
     def planned(cls, facts: dict[str, Any], folder: Path, name: str,
-                load: Callable[[Memory], Memory | None]) -> Memory:
-        """A memory known from its index entry (`facts`) alone; `load(memory)` reads the file
-        when first needed. (Made for every unchanged memory of a full run: kept lean.)"""
+                load: Callable[[Memory], dict[str, Any] | None]) -> Memory:
+        """A memory known from its index entry (`facts`) alone; `load(memory)` reads the file's
+        record when first needed. (Made for every unchanged memory of a full run: kept lean.)"""
         mem = cls.__new__(cls)
         mem._data = mem._path = None
         mem._dir, mem.name, mem.facts, mem._load = folder, name, facts, load
@@ -180,9 +180,9 @@ class Memory:
     def data(self) -> dict[str, Any]:
         if self._data is None:
             read = self._load(self) if self._load is not None else None
-            if read is None or read.content_hash != self.content_hash:
-                self.content_hash = VANISHED if read is None else self.content_hash
-            self._data = read.data if read is not None else dict(self.facts)
+            if read is None:
+                self.content_hash = VANISHED
+            self._data = read if read is not None else dict(self.facts)
         return self._data
 
     @property
