@@ -54,7 +54,7 @@ def is_fresh(mem: Memory, now: dt.datetime, min_age_days: float) -> bool:
     """Younger than `min_age_days` by created_at; a future created_at is fresh too."""
     value = mem.facts.get("created_at")
     cutoff = _cutoff(now, min_age_days)
-    if cutoff is not None and _canonical(value):
+    if cutoff is not None and isinstance(value, str) and _canonical(value):
         return value > cutoff  # canonical UTC stamps compare as strings: no parsing
     created = mem.ts("created_at")
     return created is None or now - created < dt.timedelta(days=min_age_days)
