@@ -189,13 +189,13 @@ def test_a_dry_run_reads_no_memory_whose_tags_pair_with_none_of_its_block(
         members = set(allowed.members())
         alone |= {m.name for n, m in enumerate(block) if n not in members}
     read: list[str] = []
-    original = Store._read
+    original = Store._read_record  # (how a memory planned from its index entry is read)
 
-    def spy(self: Store, path: Path, *args: Any) -> Any:
-        read.append(path.name)
-        return original(self, path, *args)
+    def spy(self: Store, folder: Any, name: str) -> Any:
+        read.append(name)
+        return original(self, folder, name)
 
-    monkeypatch.setattr(Store, "_read", spy)
+    monkeypatch.setattr(Store, "_read_record", spy)
     after = engine.consolidate(Store(root), dry_run=True).actions
     assert after == before and any(a["type"] == "merge" for a in after)
     assert len(alone) > len(read) > 0 and not alone & set(read)
