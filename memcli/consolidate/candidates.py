@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_NUM_PERM",
     "DEFAULT_ROWS",
     "SHINGLE_CHARS",
+    "banded_together",
     "candidate_pair_array",
     "candidate_pairs",
     "candidate_pairs_for",
@@ -297,6 +298,15 @@ def candidate_pair_array(signatures: Sequence[bytes], *, bands: int = DEFAULT_BA
     pairs = _group_pair_array(_band_keys(signature_matrix(signatures), bands, rows))
     codes = np.unique(pairs[:, 0] * n + pairs[:, 1])
     return np.stack([codes // n, codes % n], axis=1)
+
+
+def banded_together(signatures: Sequence[bytes], pairs: npt.NDArray[np.int64], *,
+                    bands: int = DEFAULT_BANDS, rows: int = DEFAULT_ROWS) -> npt.NDArray[np.bool_]:
+    """For each row (a, b) of `pairs` (indices into `signatures`), whether the two share a band:
+    whether (min, max) is among :func:`candidate_pair_array` of the same signatures."""
+    keys = _band_keys(signature_matrix(signatures), bands, rows)
+    together: npt.NDArray[np.bool_] = (keys[:, pairs[:, 0]] == keys[:, pairs[:, 1]]).any(axis=0)
+    return together
 
 
 def _exact_codes(keys: Sequence[str]) -> npt.NDArray[np.uint64]:
