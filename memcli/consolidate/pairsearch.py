@@ -3,7 +3,7 @@ the text features the guards compare, and the semantic signal."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from memcli.consolidate import rules
@@ -90,10 +90,16 @@ class PairSearch(FolderLoading):
         found: dict[tuple[int, int], float] = {}
         if focus:
             allowed = self._tag_filter(block)
-            sigs, lengths = self._large_block(block, texts, None if self.opts.warm_caches else allowed)
+            sign = None
+            if self.opts.warm_caches or allowed is None or len(block) <= ALL_PAIRS_MAX:
+                sigs, lengths = self._large_block(block, texts, None if self.opts.warm_caches else allowed)
+            else:  # a dry run signs only the members it must (a real run signs all, for its cache)
+                sigs, lengths = None, self._member_lengths(texts, allowed)
+                sign = self._signer(block, texts)
             found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor,
                                   sigs=sigs, lengths=lengths, near=self._near(),
-                                  focus=None if len(focus) == len(block) else focus, allowed=allowed)
+                                  focus=None if len(focus) == len(block) else focus, allowed=allowed,
+                                  sign=sign)
         if usable and cache is not None:
             for (a, b), score in cache.pairs.items():
                 if a in position and b in position:
@@ -124,6 +130,20 @@ class PairSearch(FolderLoading):
                                   texts.lengths(members), strict=True):
             sigs[n], lengths[n] = sig, length
         return sigs, lengths
+
+    def _member_lengths(self, texts: BlockTexts, allowed: PairFilter) -> list[int]:
+        """Text lengths of the members `allowed` lets pair with another (0 for the others)."""
+        lengths, members = [0] * len(texts), allowed.members()
+        for n, length in zip(members, texts.lengths(members), strict=True):
+            lengths[n] = length
+        return lengths
+
+    def _signer(self, block: list[Live], texts: BlockTexts) -> Callable[[list[int]], list[bytes]]:
+        """The signatures of the block's memories at given positions (cached ones, or made)."""
+        def sign(at: list[int]) -> list[bytes]:
+            return self._sigs([block[n] for n in at], Subset(texts, at))
+
+        return sign
 
     def _tag_filter(self, block: list[Live]) -> PairFilter | None:
         """The pairs of the block whose tags the duplicate rule could let through."""

@@ -4,6 +4,7 @@ moves). The rules build on this class, one module per concept (see `planner.Plan
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import Any
 
 from memcli.config import Consolidation
@@ -136,7 +137,8 @@ class PlannerBase:
 
     def _archive_name(self, mem_id: str, fmt: str) -> str:
         name = f"{mem_id}.{fmt}"
-        if (self.store.archive / name).exists() or name in self.taken_names:
+        # (a string path: a run may archive thousands, and a Path each cost more than the stat)
+        if name in self.taken_names or os.path.exists(f"{self.store.archive}/{name}"):
             name = f"{mem_id}@{self.plan.run_id}.{fmt}"
         self.taken_names.add(name)
         return f"archive/{name}"

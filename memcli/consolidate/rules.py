@@ -36,7 +36,7 @@ def protection_reason(mem: Memory, now: dt.datetime, cfg: Consolidation, consent
     data = mem.facts  # every field here is in the index entry too: no need to read the file
     if data.get("priority") == "critical":
         return "critical"
-    tags = set(mem.tags)
+    tags = data.get("tags") or ()  # (a list of strings: validated)
     if "permanent" in tags:
         return "permanent"
     if "protected" in tags:
@@ -52,6 +52,10 @@ def protection_reason(mem: Memory, now: dt.datetime, cfg: Consolidation, consent
 
 def is_fresh(mem: Memory, now: dt.datetime, min_age_days: float) -> bool:
     """Younger than `min_age_days` by created_at; a future created_at is fresh too."""
+    value = mem.facts.get("created_at")
+    cutoff = _cutoff(now, min_age_days)
+    if cutoff is not None and isinstance(value, str) and _canonical(value):
+        return value > cutoff  # canonical UTC stamps compare as strings: no parsing
     created = mem.ts("created_at")
     return created is None or now - created < dt.timedelta(days=min_age_days)
 
@@ -311,16 +315,18 @@ def _canonical(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 20 and value[10] == "T" and value[19] == "Z"
 
 
-_CUTOFF: list[tuple[dt.datetime, float, str | None]] = []  # the last one asked for: one run, one value
+# the last ones asked for (a run asks for two: freshness and staleness), newest first
+_CUTOFF: list[tuple[dt.datetime, float, str | None]] = []
 
 
 def _cutoff(now: dt.datetime, days: float) -> str | None:
     """now - days as a canonical stamp, when that is exact (now in whole seconds)."""
-    if _CUTOFF and _CUTOFF[0][0] is now and _CUTOFF[0][1] == days:
-        return _CUTOFF[0][2]
+    for known, known_days, stamp in _CUTOFF:
+        if known is now and known_days == days:
+            return stamp
     from memcli.store.model import format_ts
 
     moment = now - dt.timedelta(days=days)
     exact = moment.microsecond == 0 and moment.utcoffset() == dt.timedelta(0)
-    _CUTOFF[:] = [(now, days, format_ts(moment) if exact else None)]
+    _CUTOFF[:] = [(now, days, format_ts(moment) if exact else None), *_CUTOFF[:3]]
     return _CUTOFF[0][2]

@@ -8,7 +8,7 @@ Large blocks first find candidate pairs (exact normalised-text hash plus MinHash
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import fuzz
@@ -35,8 +35,8 @@ ALL_PAIRS_MAX = 40
 def similar_pairs(texts: Sequence[str], scorer: str, threshold: float, *,
                   focus: list[int] | None = None, floor: float | None = None,
                   sigs: list[bytes] | None = None, lengths: list[int] | None = None,
-                  near: float | None = None,
-                  allowed: PairFilter | None = None) -> dict[tuple[int, int], float]:
+                  near: float | None = None, allowed: PairFilter | None = None,
+                  sign: Callable[[list[int]], list[bytes]] | None = None) -> dict[tuple[int, int], float]:
     """{(i, j): similarity} for i < j with similarity > threshold (or >= floor when given, for
     the LLM's discovery band; or >= near, for the engine's second look at pairs just below
     the threshold: the candidates stay those of the threshold). With `focus`, only pairs
@@ -44,7 +44,9 @@ def similar_pairs(texts: Sequence[str], scorer: str, threshold: float, *,
     when one of its candidate pairs passes the signature filter: `texts` may make them on
     demand. With `allowed`, only the pairs it allows: exactly the pairs found without it that
     it allows, and a text none of them needs is never looked at (nor its signature, nor its
-    length: for a large block those of the other texts may be left empty)."""
+    length: for a large block those of the other texts may be left empty). With `allowed` and
+    `sign` instead of `sigs` (the signatures of the texts at the given positions), a large block
+    signs only the texts it must (see `_allowed_lazy`)."""
     cutoff = (floor if floor is not None else threshold) * 100
     strict = threshold if floor is None else None
     near_cut = near * 100 if near is not None and strict is not None and near < threshold else None
@@ -54,6 +56,8 @@ def similar_pairs(texts: Sequence[str], scorer: str, threshold: float, *,
         return {}
     if len(texts) <= ALL_PAIRS_MAX:
         return _all_pairs(texts, scorer, cutoff, strict, focus, near_cut, allowed)
+    if allowed is not None and sigs is None and sign is not None:
+        return _allowed_lazy(texts, scorer, cutoff, strict, focus, sign, lengths, near_cut, allowed)
     if allowed is not None:
         return _allowed_candidates(texts, scorer, cutoff, strict, focus, sigs, lengths, near_cut, allowed)
     return _candidate_pairs(texts, scorer, cutoff, strict, focus, sigs, lengths, near_cut)
@@ -173,6 +177,71 @@ def _allowed_candidates(texts: Sequence[str], scorer: str, cutoff: float, strict
     return out
 
 
+# What finding a large block's pairs costs (CPU, memory-like texts): a signature about 30 us
+# plus 0.065 us a character (sorting the tokens, hashing the shingles); scoring a pair about
+# 4e-5 us per product of the two lengths (rapidfuzz's bit-parallel LCS: 7 us for two texts of
+# 400 characters, 160 us for two of 2,300).
+_SIGN_US = 30.0
+_SIGN_US_PER_CHAR = 0.065
+_PAIR_US_PER_CHARS = 4e-5
+
+
+def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
+                  focus: list[int] | None, sign: Callable[[list[int]], list[bytes]],
+                  lengths: list[int] | None, near_cut: float | None,
+                  allowed: PairFilter) -> dict[tuple[int, int], float]:
+    """The pairs `_allowed_candidates` finds, found the cheaper way for this block. When the
+    pairs the tags allow are few (a block of many small tag groups), scoring each costs less
+    than signing every member: each is scored, and then only the texts of the pairs that pass
+    are signed, to keep of those exactly the pairs LSH and the agreement filter let through
+    (both depend on the two signatures alone, see `_candidate_pairs`). Else every member is
+    signed and only the candidates scored."""
+    members = allowed.members()
+    if len(members) < 2:
+        return {}
+    size = {n: len(texts[n]) if lengths is None else lengths[n] for n in members}
+    pairs = sorted(_allowed_pairs(focus if focus is not None else members, focus is not None, allowed))
+    scoring = _PAIR_US_PER_CHARS * sum(size[i] * size[j] for i, j in pairs)
+    if scoring >= sum(_SIGN_US + _SIGN_US_PER_CHAR * size[n] for n in members):
+        sigs = [b""] * len(texts)
+        for n, sig in zip(members, sign(members), strict=True):
+            sigs[n] = sig
+        return _allowed_candidates(texts, scorer, cutoff, strict, focus, sigs, lengths, near_cut, allowed)
+    fn, prepare = prepared(scorer)
+    ready = _Prepared(texts, prepare)
+    passed: list[tuple[tuple[int, int], float]] = []
+    for i, j in pairs:
+        score = fn(ready[i], ready[j], processor=None, score_cutoff=cutoff)
+        if score and _keep(score, cutoff, strict, near_cut):
+            passed.append(((i, j), score))
+    if not passed:
+        return {}
+    import numpy as np
+
+    from memcli.consolidate.candidates import banded_together, signature_matrix
+
+    needed = sorted({n for pair, _ in passed for n in pair})
+    where = {n: k for k, n in enumerate(needed)}
+    sigs = sign(needed)
+    at = np.array([(where[i], where[j]) for (i, j), _ in passed], dtype=np.int64)
+    keep = banded_together(sigs, at)
+    if strict is not None:  # as `_candidate_pairs`: the discovery band takes every candidate
+        keep &= _worth_scoring(signature_matrix(sigs), at, np.array([size[n] for n in needed]))
+    return {pair: score / 100 for (pair, score), kept in zip(passed, keep.tolist(), strict=True) if kept}
+
+
+def _allowed_pairs(rows: Sequence[int], focused: bool, allowed: PairFilter) -> Iterator[tuple[int, int]]:
+    """(i, j), i < j, each once: every pair `allowed` allows with i or j in `rows` (`focused`),
+    or among the members `rows` (not focused: they are all of them)."""
+    in_rows = set(rows)
+    for i in rows:
+        for j in allowed.partners(i):
+            if j == i or (j < i and j in in_rows):
+                continue  # each pair once: (j, i) is made from row j
+            if focused or j in in_rows:
+                yield (i, j) if i < j else (j, i)
+
+
 class Subset(Sequence[str]):
     """Some texts of a block, by their positions, each still made only when asked for."""
 
@@ -276,11 +345,21 @@ def _likely(pairs: npt.NDArray[np.int64], sigs: list[bytes],
     # vocabulary make millions of candidates (a whole block at once peaked at 300 MB).
     for start in range(0, len(pairs), _PAIRS_PER_CHUNK):
         chunk = pairs[start:start + _PAIRS_PER_CHUNK]
-        agreement = (matrix[chunk[:, 0]] == matrix[chunk[:, 1]]).mean(axis=1)
-        short = np.minimum(lengths[chunk[:, 0]], lengths[chunk[:, 1]]) < SHORT_TEXT
-        chosen = chunk[(agreement >= MIN_AGREEMENT) | short]
+        chosen = chunk[_worth_scoring(matrix, chunk, lengths)]
         kept += zip(chosen[:, 0].tolist(), chosen[:, 1].tolist(), strict=True)
     return kept
+
+
+def _worth_scoring(matrix: npt.NDArray[np.uint16], pairs: npt.NDArray[np.int64],
+                   lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Whether each pair (rows of `matrix`, texts of `lengths`) is worth scoring: signatures
+    that agree enough, or a short text."""
+    import numpy as np
+
+    agreement = (matrix[pairs[:, 0]] == matrix[pairs[:, 1]]).mean(axis=1)
+    short = np.minimum(lengths[pairs[:, 0]], lengths[pairs[:, 1]]) < SHORT_TEXT
+    worth: npt.NDArray[np.bool_] = (agreement >= MIN_AGREEMENT) | short
+    return worth
 
 
 _PAIRS_PER_CHUNK = 65_536

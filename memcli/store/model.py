@@ -146,7 +146,7 @@ class Memory:
     def __init__(self, data: dict[str, Any] | None, path: Path | None, fmt: str, content_hash: str = "",
                  size: int = 0, mtime_ns: int = 0, warnings: list[str] | None = None, *,
                  facts: dict[str, Any] | None = None, folder: Path | None = None, name: str = "",
-                 load: Callable[[Memory], Memory | None] | None = None) -> None:
+                 load: Callable[[Memory], dict[str, Any] | None] | None = None) -> None:
         self._data = data
         self._path = path
         self._dir = folder
@@ -163,9 +163,9 @@ class Memory:
 
     @classmethod
     def planned(cls, facts: dict[str, Any], folder: Path, name: str,
-                load: Callable[[Memory], Memory | None]) -> Memory:
-        """A memory known from its index entry (`facts`) alone; `load(memory)` reads the file
-        when first needed. (Made for every unchanged memory of a full run: kept lean.)"""
+                load: Callable[[Memory], dict[str, Any] | None]) -> Memory:
+        """A memory known from its index entry (`facts`) alone; `load(memory)` reads the file's
+        record when first needed. (Made for every unchanged memory of a full run: kept lean.)"""
         mem = cls.__new__(cls)
         mem._data = mem._path = None
         mem._dir, mem.name, mem.facts, mem._load = folder, name, facts, load
@@ -189,9 +189,9 @@ class Memory:
     def data(self) -> dict[str, Any]:
         if self._data is None:
             read = self._load(self) if self._load is not None else None
-            if read is None or read.content_hash != self.content_hash:
-                self.content_hash = VANISHED if read is None else self.content_hash
-            self._data = read.data if read is not None else dict(self.facts)
+            if read is None:
+                self.content_hash = VANISHED
+            self._data = read if read is not None else dict(self.facts)
         return self._data
 
     @property
@@ -350,10 +350,13 @@ def _check_types(data: dict[str, Any], problems: list[str]) -> None:
             problems.append("field 'content.timeline' must be a list")
 
 
-# Matches only real dates and times: days 01-28 exist in every month, so any later day (and
-# any other form) goes through the full parse, which knows the calendar.
+# Matches only real dates and times (years 0001-9999): days 01-28 exist in every month, 29 and
+# 30 in all but February, 31 in seven; 29 February (and any other form) goes through the full
+# parse, which knows leap years. (A cold pass checks every stamp of every record this way:
+# with days 01-28 only, one record in seven took the full parse.)
 _CANONICAL_TS = re.compile(
-    r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\dZ\Z")
+    r"(?!0000)\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)"
+    r"|(?:0[13578]|1[02])-31)T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\dZ\Z")
 
 
 def _check_times(data: dict[str, Any], problems: list[str], warnings: list[str]) -> None:

@@ -455,10 +455,29 @@ class Store:
 
     def planned(self, folder: Folder, entries: list[dict[str, Any]]) -> list[Memory]:
         """Memories known from their index entries alone; each file is read when first needed."""
-        def load(mem: Memory) -> Memory | None:
-            return self.read_quietly(mem.path, folder)
+        def load(mem: Memory) -> dict[str, Any] | None:
+            return self._read_record(folder, mem.name)
 
         return [Memory.planned(e, folder.path, str(e["file"]), load) for e in entries]
+
+    def _read_record(self, folder: Folder, name: str) -> dict[str, Any] | None:
+        """The record of a memory planned from its index entry, read when a rule first needs
+        it (a cold pass reads most of a folder this way): as `_read_in` would give it, without
+        what the planned memory already has (its hash, size and mtime are the entry's) or does
+        not keep (a Memory, its warnings). None when the file is gone or bad input."""
+        raw_st = self._open_read(f"{folder.path}/{name}", [])
+        if raw_st is None:
+            return None
+        raw = raw_st[0]
+        if name.endswith(".json") and folder.scope != "archive":  # (.md: the full read)
+            try:
+                data = decode(raw, "json")
+            except ValueError:
+                return None
+            if plainly_valid(data, name[:-5]) and not _scope_mismatch(data, folder):
+                return data
+        read = self._read_in(folder, name, [])  # anything unusual: the full read says what it is
+        return None if read is None else read.data
 
     def read_quietly(self, path: Path, folder: Folder) -> Memory | None:
         """A memory file, or None when it is gone or bad input (a full scan reports those)."""

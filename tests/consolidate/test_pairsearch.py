@@ -189,13 +189,65 @@ def test_a_dry_run_reads_no_memory_whose_tags_pair_with_none_of_its_block(
         members = set(allowed.members())
         alone |= {m.name for n, m in enumerate(block) if n not in members}
     read: list[str] = []
-    original = Store._read
+    original = Store._read_record  # (how a memory planned from its index entry is read)
 
-    def spy(self: Store, path: Path, *args: Any) -> Any:
-        read.append(path.name)
-        return original(self, path, *args)
+    def spy(self: Store, folder: Any, name: str) -> Any:
+        read.append(name)
+        return original(self, folder, name)
 
-    monkeypatch.setattr(Store, "_read", spy)
+    monkeypatch.setattr(Store, "_read_record", spy)
     after = engine.consolidate(Store(root), dry_run=True).actions
     assert after == before and any(a["type"] == "merge" for a in after)
     assert len(alone) > len(read) > 0 and not alone & set(read)
+
+
+@pytest.mark.parametrize("groups", [1, 30])  # one tag group (every member signed), many small ones
+@pytest.mark.parametrize("focus", [None, [0, 5, 7, 60]])
+@pytest.mark.parametrize("floor", [None, 0.60])  # the rule's threshold (with the second-look band), the LLM's band
+def test_signing_only_what_a_block_needs_finds_the_pairs_signing_every_member_finds(
+        groups: int, focus: list[int] | None, floor: float | None) -> None:
+    """A dry run's large block with a tag filter signs its members only when that costs less
+    than scoring every pair the tags allow; otherwise it scores those pairs and signs only the
+    texts of the pairs that pass, keeping those LSH and the agreement filter would have let
+    through: the same pairs either way, near misses of LSH included."""
+    from memcli.consolidate import candidates
+
+    rng = random.Random(groups)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(300)]
+    base = [[rng.choice(words) for _ in range(30)] for _ in range(45)]
+    texts = []
+    for n in range(120):  # each base text, a variant with 0-12 words changed (scores 0.6-1.0),
+        text = list(base[n % 45]) if n < 90 else [rng.choice(words) for _ in range(30)]  # others
+        if 45 <= n < 90:
+            for at in rng.sample(range(30), rng.randint(0, 12)):
+                text[at] = rng.choice(words)
+        texts.append(rules.content_text({"summary": " ".join(text)}))
+    tags = [[f"t{n % 45 % groups}"] for n in range(120)]  # a text and its variant share their tags
+    allowed = similar.tag_filter(tags, 0.80)
+    assert allowed is not None and len(texts) > similar.ALL_PAIRS_MAX
+    sigs = candidates.signatures(texts)
+    lengths = [len(t) for t in texts]
+    signed: list[int] = []
+
+    def sign(at: list[int]) -> list[bytes]:
+        signed.extend(at)
+        return [sigs[n] for n in at]
+
+    near = None if floor is not None else 0.70
+    every = similar.similar_pairs(texts, "token_sort_ratio", 0.80, focus=focus, floor=floor, near=near,
+                                  sigs=sigs, lengths=lengths, allowed=allowed)
+    lazy = similar.similar_pairs(texts, "token_sort_ratio", 0.80, focus=focus, floor=floor, near=near,
+                                 lengths=lengths, allowed=allowed, sign=sign)
+    assert lazy == every and list(lazy) == sorted(lazy) and every
+    if groups == 1 and focus is None:  # (with a focus, only its pairs: fewer to score)
+        assert sorted(signed) == allowed.members()  # every member, once
+    else:
+        cutoff = (floor or 0.70) * 100
+        passing = {(i, j) for i, j in combinations(range(len(texts)), 2) if allowed.allows(i, j)
+                   and (focus is None or i in focus or j in focus)
+                   and fuzz.token_sort_ratio(texts[i], texts[j], score_cutoff=cutoff)}
+        assert sorted(signed) == sorted({n for pair in passing for n in pair})  # those only, once
+        assert len(signed) < len(allowed.members())
+        if focus is None:
+            assert set(lazy) < passing  # some pairs pass the scorer that LSH would not propose

@@ -41,6 +41,30 @@ def test_not_protected(fields: dict[str, object]) -> None:
     assert rules.protection_reason(mem(**fields), NOW_DT, CFG) is None
 
 
+@pytest.mark.parametrize(("created", "fresh"), [
+    ("2026-11-15T00:00:00Z", False),  # exactly min_age_days (7) old: old enough
+    ("2026-11-15T00:00:01Z", True),  # a second younger
+    ("2026-11-14T23:59:59Z", False),
+    ("2026-11-15T01:00:00+01:00", False),  # the same moment with an offset (parsed, not compared)
+    ("2026-11-15T01:00:01+01:00", True),
+    ("2030-01-01T00:00:00Z", True),  # the future
+])
+@pytest.mark.parametrize("now", [NOW_DT, NOW_DT.replace(microsecond=500_000)])  # cutoff a string or not
+def test_freshness_at_its_edge(created: str, fresh: bool, now: object) -> None:
+    """Canonical stamps are compared as strings against the cutoff (when it falls on a whole
+    second), others parsed: the same answers either way."""
+    import datetime as dt
+
+    from memcli.store.model import parse_ts
+
+    assert isinstance(now, dt.datetime)
+    for days in (7, 7.5):
+        expected = now - parse_ts(created)[0] < dt.timedelta(days=days)  # the rule as written
+        assert rules.is_fresh(mem(created_at=created), now, days) is expected
+    if now.microsecond == 0:
+        assert rules.is_fresh(mem(created_at=created), now, 7) is fresh
+
+
 def test_run_consent_covers_user_memories() -> None:
     assert rules.protection_reason(mem(created_by="USER"), NOW_DT, CFG, consent=True) is None
 

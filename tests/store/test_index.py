@@ -365,15 +365,14 @@ def test_a_memory_planned_from_its_entry_whose_file_goes_bad_is_skipped(store: P
 
     reindex(Store(store))
     path = store / "agent" / "coder" / f"{stale['id']}.json"
-    real_read = Store.read_quietly
+    real_read = Store._read_record
 
-    def read(self: Store, file: Path, folder: Any) -> Any:
-        if file.name == path.name:
+    def read(self: Store, folder: Any, name: str) -> Any:
+        if name == path.name:
             path.write_text("{broken")  # gone bad between the scan and the read
-            return None
-        return real_read(self, file, folder)
+        return real_read(self, folder, name)
 
-    monkeypatch.setattr(Store, "read_quietly", read)
+    monkeypatch.setattr(Store, "_read_record", read)
     planning = engine.plan(Store(store), engine.RunOptions(), engine.now())
     monkeypatch.undo()
     assert {a.log["memory_id"] for a in planning.plan.actions} == {stale["id"], other["id"]}
@@ -382,3 +381,47 @@ def test_a_memory_planned_from_its_entry_whose_file_goes_bad_is_skipped(store: P
         ("skip", stale["id"]), ("archive", other["id"])}
     assert path.read_text() == "{broken"
     assert not (store / "archive" / path.name).exists()
+
+
+def _planned(root: Path) -> dict[str, Any]:
+    """The memories of agent/coder planned from their index entries, by id."""
+    s = Store(root)
+    folder = next(f for f in s.memory_folders() if f.rel == "agent/coder")
+    scan = s.scan(folder, load=False, entries=False, compare=False)
+    return {m.id: m for m in s.planned(folder, [e for e in scan.entries if e["id"] not in scan.memories])}
+
+
+def test_a_planned_memory_reads_the_record_a_full_read_gives(store: Path) -> None:
+    """The quick read of a planned memory's file gives the record the full read gives: for the
+    usual record (quick path), a markdown file and a timestamp without a zone (full path),
+    and none, the memory's hash then no file's, for a file that went bad or names another
+    scope since the index entry was written."""
+    from memcli.store.memories import reindex
+    from memcli.store.model import VANISHED
+
+    usual = add(store, summary="usual record")
+    md = add(store, "md", summary="markdown record")
+    zoneless = add(store, summary="no zone")
+    moved = add(store, summary="claims another folder")
+    broken = add(store, summary="goes bad")
+    reindex(Store(store))
+    planned = _planned(store)  # files changed after the scan, before the reads
+    assert len(planned) == 5
+    where = store / "agent" / "coder"
+    raw = orjson.loads((where / f"{zoneless['id']}.json").read_bytes())
+    raw["created_at"] = raw["created_at"].replace("Z", "").replace("+00:00", "")
+    (where / f"{zoneless['id']}.json").write_bytes(orjson.dumps(raw))
+    raw = orjson.loads((where / f"{moved['id']}.json").read_bytes())
+    (where / f"{moved['id']}.json").write_bytes(orjson.dumps({**raw, "scope_id": "reviewer"}))
+    (where / f"{broken['id']}.json").write_text("{broken")
+    s = Store(store)
+    folder = next(f for f in s.memory_folders() if f.rel == "agent/coder")
+    for mem in (usual, md, zoneless):
+        mem_id = mem["id"]
+        name = planned[mem_id].name
+        assert planned[mem_id].data == s.read_memory(where / name, folder).data
+        assert planned[mem_id].content_hash != VANISHED
+    assert "+" not in planned[zoneless["id"]].data["created_at"]
+    for mem in (moved, broken):
+        assert planned[mem["id"]].data == planned[mem["id"]].facts
+        assert planned[mem["id"]].content_hash == VANISHED

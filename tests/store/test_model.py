@@ -201,3 +201,26 @@ def test_nesting_made_of_aliases_is_refused_as_nesting_not_as_size() -> None:
     text = "\n".join(lines) + "\n---\n"
     with pytest.raises(ValueError, match=f"nested more than {model.MAX_DEPTH} levels"):
         model.decode(text.encode(), "md")
+
+
+@pytest.mark.parametrize("year", [2023, 2024, 1, 9999])
+def test_the_quick_stamp_pattern_takes_real_days_only(year: int) -> None:
+    """Every real day of a year but 29 February takes the quick path (a canonical stamp is used
+    as it is), every day that does not exist does not: for those the full parse decides."""
+    for month in range(1, 13):
+        for day in range(1, 33):
+            stamp = f"{year:04d}-{month:02d}-{day:02d}T23:59:59Z"
+            try:
+                real = dt.date(year, month, day) is not None
+            except ValueError:
+                real = False
+            quick = model._CANONICAL_TS.match(stamp) is not None
+            assert quick == (real and (month, day) != (2, 29)), stamp
+            data = record(id="mem_a", created_at=stamp)
+            assert (model.validate(data, file_id="mem_a") == ([], [])) == real, stamp
+
+
+def test_year_zero_is_not_a_time() -> None:
+    data = record(id="mem_a", created_at="0000-01-01T00:00:00Z")
+    assert not model.plainly_valid(data, "mem_a")
+    assert model.validate(data, file_id="mem_a")[0]
