@@ -135,7 +135,7 @@ def test_on_a_terminal_it_asks_first(store: Path, monkeypatch: pytest.MonkeyPatc
     assert "Go ahead?" in err
     assert all((store / "archive" / f"{i}.json").exists() for i in ids) is applied
     if not applied:
-        assert code == 1 and "cancelled: nothing was written" in err
+        assert code == 1 and "cancelled: no memory, index or log was changed" in err
         assert not (store / "ops" / "consolidation-log.json").exists()
 
 
