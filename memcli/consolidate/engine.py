@@ -65,7 +65,8 @@ def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
 
             planning.state_extra.update(llm_bridge.state_update(store, opts.judge))
         if confirm is not None and not confirm(preview(planning)):
-            raise MemcliError("cancelled: no memory, index or log was changed (derived caches under .cache/ may have been refreshed)")
+            raise MemcliError("cancelled: no memory, index or log was changed "
+                              "(derived caches under .cache/ may have been refreshed)")
         return apply(store, planning, progress)
 
 
