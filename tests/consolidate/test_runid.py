@@ -96,19 +96,21 @@ def test_renaming_in_place_gives_what_the_json_round_trip_gave(store: Path) -> N
     provisional = planner.plan
     kinds = {a.type for a in provisional.actions + provisional.deferred}
     assert kinds == {"merge", "keep_separate", "flag", "promote", "summarize", "archive"}, kinds
-    assert provisional.deferred and any(a.review for a in provisional.actions)
+    assert provisional.deferred and any(a.review for a in provisional.actions + provisional.deferred)
     raw = orjson.dumps(provisional.to_json())
     rid = provisional.run_id
-    everywhere = [[op.path for a in provisional.actions for op in a.ops],
-                  [op.data.decode() for a in provisional.actions for op in a.ops if op.data],
-                  [str(a.review) for a in provisional.actions if a.review]]
+    every = provisional.actions + provisional.deferred  # (which are deferred follows the random ids)
+    everywhere = [[op.path for a in every for op in a.ops],
+                  [op.data.decode() for a in every for op in a.ops if op.data],
+                  [str(a.review) for a in every if a.review]]
     assert all(any(rid in part for part in parts) for parts in everywhere)  # paths, bytes, review items
     new_id = "run_01KAQZZZZZZZZZZZZZZZZZZZZZ"
     expected = model.Plan.from_json(orjson.loads(raw.replace(rid.encode(), new_id.encode())))
     renamed = runid.renamed(provisional, new_id)
     assert renamed is provisional and renamed == expected  # dataclass equality: every field, every type
     assert rid.encode() not in orjson.dumps(renamed.to_json())
-    assert any(op.path.startswith("archive/") and new_id in op.path for a in renamed.actions for op in a.ops)
+    assert any(op.path.startswith("archive/") and new_id in op.path
+               for a in renamed.actions + renamed.deferred for op in a.ops)
 
 
 def test_renaming_to_the_same_id_changes_nothing(store: Path) -> None:
