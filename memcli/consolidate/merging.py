@@ -58,6 +58,10 @@ class DuplicateMerging(MergeGroups):
                 self._resolve_group(block[k], members)
         if self.opts.judge is not None:
             self._collect_grey(block, pairs)
+        # The guards' text features serve this block's pairs only (a memory is in one block):
+        # let them go now, not with the folder. A folder of 56,000 memories in four blocks
+        # held those of all four at once (about 100 MB), with its records still loaded.
+        self.features.clear()
 
     def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],
                  assigned: set[int], semantic: dict[tuple[int, int], float],

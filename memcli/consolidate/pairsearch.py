@@ -179,7 +179,7 @@ class PairSearch(FolderLoading):
         return guard_rejects(self._features(older), self._features(newer))
 
     def _features(self, item: Live) -> Any:
-        """The memory's text features (guards.TextFeatures), made once a run."""
+        """The memory's text features (guards.TextFeatures), made once for its block."""
         key = item.mem.content_hash
         if key not in self.features:
             from memcli.consolidate.guards import TextFeatures

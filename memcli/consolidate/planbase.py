@@ -52,7 +52,7 @@ class PlannerBase:
         from memcli.recall import uses
 
         self.uses = uses.pending(store.root)  # rules 3.3/3.4 see pending uses too (SPEC 10)
-        self.features: dict[str, Any] = {}  # content hash -> guards.TextFeatures, made once a run
+        self.features: dict[str, Any] = {}  # content hash -> guards.TextFeatures, of one block
         self.vectors = self._semantic_cache()  # semantic.VectorCache when the signal is on
         self._meaning: dict[str, float] = {}  # member id -> cosine, for members merged by meaning
         self.protected_counts: dict[str, int] = {}  # reason -> memories of the scope it protects

@@ -92,7 +92,8 @@ def build(scope: str, scope_id: str, entries: list[dict[str, Any]], moment: dt.d
 
 def save(folder: Path, index: dict[str, Any]) -> None:
     # Compact: a 10,000-entry index loads in ~60 ms this way, a third more when indented.
-    fsops.write_replace(folder / INDEX_NAME, orjson.dumps(index) + b"\n")
+    # the newline by orjson: one copy of the bytes, not two (a 35,000-entry index is 28 MB)
+    fsops.write_replace(folder / INDEX_NAME, orjson.dumps(index, option=orjson.OPT_APPEND_NEWLINE))
 
 
 def same_entries(index: dict[str, Any] | None, entries: list[dict[str, Any]]) -> bool:

@@ -311,12 +311,17 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
     folder = store.folder_by_rel(rel)
     if folder is None:
         return set()
-    scan = store.scan(folder, load=False, compare=not refresh_run_hash)
+    # keep=False: only the entries are needed, not every record read (a folder of 35,000
+    # memories without an index held both: 140 MB)
+    scan = store.scan(folder, load=False, compare=not refresh_run_hash, keep=False)
     if scan.unreadable:
         return set()  # a folder memcli may not read is left as it is (a scan reports it)
     if scan.index is None and not scan.entries and not (folder.path / "_index.json").exists():
         return set()  # an empty folder with no index (e.g. one a rolled-back run created) needs none
-    if refresh_run_hash:  # new dicts: a trusted scan hands over the saved index's own entries
+    if refresh_run_hash and scan.index is None:  # entries made by this scan, shared with nothing
+        for entry in scan.entries:
+            entry["run_hash"] = entry["content_hash"]
+    elif refresh_run_hash:  # new dicts: a trusted scan hands over the saved index's own entries
         scan.entries = [{**entry, "run_hash": entry["content_hash"]} for entry in scan.entries]
     if (refresh_run_hash or scan.drift) and not index.same_entries(scan.index, scan.entries):
         store.save_index(folder, scan.entries)  # unchanged entries: not rewritten (a shared store tracks it)

@@ -263,12 +263,13 @@ class Store:
 
     def scan(self, folder: Folder, load: bool = True, entries: bool = True,
              lastrun: index.Snapshot | None = None, compare: bool = True,
-             names: list[str] | None = None) -> FolderScan:
+             names: list[str] | None = None, keep: bool = True) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
         With load=False, files whose index entry matches size and mtime are not read; with
         entries=False (planning), no index entries are built for the files read, only their
         memories (with load=False, the entries still describing their files are kept), and the
-        run hashes come from the last-run snapshot when given (a tenth of the index's bytes)."""
+        run hashes come from the last-run snapshot when given (a tenth of the index's bytes).
+        keep=False (re-indexing): the memories read are not kept, only their entries."""
         problems: list[Problem] = []
         if self._unreadable(folder, problems):
             return FolderScan(folder, [], {}, problems, None, False, unreadable=True)
@@ -300,7 +301,8 @@ class Store:
                     continue
             mem = self._read_in(folder, name, problems)
             if mem is not None:
-                memories[mem.id] = mem
+                if keep:
+                    memories[mem.id] = mem
                 if entries:
                     found.append(index.entry_for(mem, cached, archive=archive))
         if not entries:  # (with load=False, `found` holds the entries trusted as they are)

@@ -58,26 +58,40 @@ def test_each_folder_s_caches_leave_memory_when_the_run_is_done_with_it(
 
 
 
-def test_a_folder_s_text_features_leave_memory_with_it(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The guards' per-text features live for one folder, freed by reference counting alone
-    (planning pauses the cycle collector), so a full run's memory does not grow with the store."""
+def test_a_block_s_text_features_leave_memory_with_it(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guards' per-text features live for one block, freed by reference counting alone
+    (planning pauses the cycle collector) before the next block is compared, so a full run's
+    memory grows neither with the store nor with a folder's blocks."""
     import gc
     import weakref
 
-    from memcli.consolidate import planner, textfeatures
+    from memcli.consolidate import merging, pairsearch, textfeatures
 
     _store(store)
+    for n in range(3):  # a second block in the coder's folder, with a duplicate the guards look at
+        add(store, type="procedural", subtype="deploy", summary=f"{TEXT} procedure {n // 2}",
+            created_at=days_ago(40 - n))
     refs: list[weakref.ref[object]] = []
     alive: list[int] = []
-    real_release = planner.Planner._release
+    blocks: list[tuple[str, str]] = []
+    real_features = pairsearch.PairSearch._features
+    real_block = merging.DuplicateMerging._merge_block
 
-    def release(self: planner.Planner, folder: object) -> None:
+    def features(self: pairsearch.PairSearch, item: object) -> object:
+        made = real_features(self, item)  # type: ignore[arg-type]
+        refs.append(weakref.ref(made))
+        return made
+
+    def merge_block(self: merging.DuplicateMerging, block: list[object]) -> None:
         assert not gc.isenabled()  # (what this test is about)
-        refs.extend(weakref.ref(f) for f in self.features.values())
-        real_release(self, folder)  # type: ignore[arg-type]
+        real_block(self, block)  # type: ignore[arg-type]
         textfeatures.diff_blocks.cache_clear()  # a bounded cache of the last pairs aligned
         alive.append(sum(r() is not None for r in refs))
+        blocks.append((block[0].folder.rel, block[0].mem.type))  # type: ignore[attr-defined]
 
-    monkeypatch.setattr(planner.Planner, "_release", release)
-    engine.consolidate(Store(store), dry_run=True)
-    assert refs and alive == [0] * len(alive)
+    monkeypatch.setattr(pairsearch.PairSearch, "_features", features)
+    monkeypatch.setattr(merging.DuplicateMerging, "_merge_block", merge_block)
+    out = engine.consolidate(Store(store), dry_run=True)
+    assert sum(a["type"] == "merge" for a in out.actions) >= 4  # each folder's block, and the second
+    assert {("agent/coder", "procedural"), ("agent/coder", "semantic")} <= set(blocks)
+    assert refs and len(alive) == len(blocks) and alive == [0] * len(alive)

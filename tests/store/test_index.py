@@ -425,3 +425,30 @@ def test_a_planned_memory_reads_the_record_a_full_read_gives(store: Path) -> Non
     for mem in (moved, broken):
         assert planned[mem["id"]].data == planned[mem["id"]].facts
         assert planned[mem["id"]].content_hash == VANISHED
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_reindexing_a_covered_folder_gives_every_entry_its_run_hash_and_keeps_no_record(
+        store: Path, indexed: bool) -> None:
+    """A real run re-indexes the folders it covered: from entries made by its own scan (no
+    index yet: edited in place) or from the saved index's own entries (copied), the same
+    index either way; the scan keeps only entries, not the records it read."""
+    for n in range(4):
+        add(store, summary=f"note {n} on rack {n}", created_at=days_ago(40 - n))
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    if indexed:
+        s.refresh_index(folder)
+        before = orjson.loads((store / "agent/coder" / index.INDEX_NAME).read_bytes())["entries"]
+        assert all(e.get("run_hash") is None for e in before)
+    scan = s.scan(folder, load=False, keep=False)
+    assert scan.memories == {} and len(scan.entries) == 4
+    assert s.scan(folder, load=False).entries == scan.entries  # keep=False changes nothing else
+    hashes = journal._reindex_folder(s, "agent/coder", refresh_run_hash=True)
+    saved = orjson.loads((store / "agent/coder" / index.INDEX_NAME).read_bytes())
+    assert hashes == {e["content_hash"] for e in saved["entries"]} and saved["entry_count"] == 4
+    assert all(e["run_hash"] == e["content_hash"] for e in saved["entries"])
+    assert [{k: v for k, v in e.items() if k != "run_hash"} for e in saved["entries"]] == [
+        {k: v for k, v in e.items() if k != "run_hash"} for e in full_index(store, "agent/coder")]
+    snap = index.load_lastrun(cached(store, "agent/coder"))
+    assert snap is not None and len(snap.names) == 4
