@@ -336,28 +336,30 @@ def startup_figures(rounds: int = STARTUP_ROUNDS) -> JsonDict:
         commands = {"python -c pass": [sys.executable, "-c", "pass"], "memcli --help": [*memcli, "--help"],
                     "memcli list": [*memcli, "--store", str(demo), "list"],
                     "memcli show ID": [*memcli, "--store", str(demo), "show", DEMO_ID]}
-        return {"wall": time_commands(commands, rounds), "cpu": time_commands(commands, rounds, cpu=True)}
+        return time_commands(commands, rounds)
 
 
 DEMO_ID = "mem_01M7THQH00DEF8SJMC11T3AZRQ"  # a memory of fixtures/demo-store
 
 
-def time_commands(commands: dict[str, list[str]], rounds: int, cpu: bool = False) -> dict[str, float]:
-    """Median wall (or user + system CPU) seconds of each command over `rounds` runs, after one
-    unmeasured run (bytecode written, files in the page cache)."""
+def time_commands(commands: dict[str, list[str]], rounds: int) -> JsonDict:
+    """Median wall and user + system CPU seconds of each command over `rounds` runs (each
+    median taken on its own), after one unmeasured run (bytecode written, files in the page
+    cache): {"wall": {name: s}, "cpu": {name: s}}."""
     for command in commands.values():
         subprocess.run(command, capture_output=True, env=phase_env(), check=True, cwd=str(ROOT))
-    found: dict[str, float] = {}
+    found: JsonDict = {"wall": {}, "cpu": {}}
     for name, command in commands.items():
-        times = []
+        walls, cpus = [], []
         for _ in range(rounds):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             subprocess.run(command, capture_output=True, env=phase_env(), check=True, cwd=str(ROOT))
+            walls.append(time.perf_counter() - started)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            times.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime if cpu
-                         else time.perf_counter() - started)
-        found[name] = sorted(times)[len(times) // 2]
+            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        found["wall"][name] = sorted(walls)[len(walls) // 2]
+        found["cpu"][name] = sorted(cpus)[len(cpus) // 2]
     return found
 
 
