@@ -26,7 +26,7 @@ from memcli.consolidate.plantypes import (
 )
 from memcli.consolidate.recording import apply, preview, write_plan_file
 from memcli.errors import MemcliError
-from memcli.store import journal
+from memcli.store import journal, planned
 from memcli.store.model import Outcome, now
 from memcli.store.store import Folder, Store
 
@@ -65,6 +65,7 @@ def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
 
             planning.state_extra.update(llm_bridge.state_update(store, opts.judge))
         if confirm is not None and not confirm(preview(planning)):
+            planned.discard(planning.planned)
             raise MemcliError("cancelled: no memory, index or log was changed "
                               "(derived caches under .cache/ may have been refreshed)")
         return apply(store, planning, progress)

@@ -9,7 +9,7 @@ from memcli.consolidate import rules, since
 from memcli.consolidate.planbase import PlannerBase
 from memcli.consolidate.plantypes import WHOLE_STORE, Live
 from memcli.consolidate.since import Row
-from memcli.store import index
+from memcli.store import index, planned
 from memcli.store.model import Memory
 from memcli.store.store import Folder, FolderScan, Problem
 
@@ -39,7 +39,12 @@ class FolderLoading(PlannerBase):
         (size and mtime), the files themselves where not. A memory known from its entry is read
         only if a rule needs its text or rewrites it."""
         # entries=False: the files read become memories, not index entries as well
+        read_from = planned.started()
         scan = self.store.scan(folder, load=False, entries=False, compare=False, names=names)
+        if self.opts.warm_caches:  # a real run: its recording need not read these files again
+            ticket = planned.save(folder, scan, read_from)
+            if ticket is not None:
+                self.planned[folder.rel] = ticket
         self.problems += [p for p in scan.problems if p.code != "index_gone"]  # the run rewrites it
         mems = dict(scan.memories)
         unread = [e for e in scan.entries if e["id"] not in mems]

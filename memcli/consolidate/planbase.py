@@ -13,6 +13,7 @@ from memcli.consolidate.plantypes import Live, RunOptions
 from memcli.store import opsfiles
 from memcli.store.index import SigCache, load_sigs
 from memcli.store.model import Action, FileOp, Memory, Plan, encode, format_ts, new_run_id, sha256
+from memcli.store.planned import Ticket
 from memcli.store.store import Folder, Problem, Stamp, Store
 
 
@@ -39,6 +40,7 @@ class PlannerBase:
         self.sigs: dict[str, SigCache] = {}  # per folder: cached and new signatures
         self.refresh: dict[str, list[str]] = {}  # session_end: folder -> files read or gone
         self.listings: dict[str, Stamp] = {}  # session_end: stamps to keep (Store._names_since)
+        self.planned: dict[str, Ticket] = {}  # a real full run: entries of the files read, per folder
         self.pair_caches: dict[str, Any] = {}  # folder -> index.PairCache loaded (or None)
         self.pairs_found: dict[str, tuple[str, Any]] = {}  # folder -> (params, index.PairCache) found
         self._protection: dict[str, str | None] = {}

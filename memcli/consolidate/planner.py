@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from memcli.consolidate import rules, runid
 from memcli.consolidate.laterrules import LaterRules
 from memcli.consolidate.plantypes import ALL_RULES, LIGHT_RULES, WHOLE_STORE, Planning, RunOptions
-from memcli.store import journal, log
+from memcli.store import journal, log, planned
 from memcli.store.model import Action
 from memcli.store.store import Folder, Store
 
@@ -21,7 +21,11 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     started = time.monotonic()
     planner = Planner(store, opts, moment)
     with _gc_paused():
-        planner.run()
+        try:
+            planner.run()
+        except BaseException:
+            planned.discard(planner.planned)  # no recording will read them
+            raise
     planner.apply_limit()
     taken = lambda rid: journal.run_dir(store, rid).exists() or log.find_run(store.root, rid) is not None  # noqa: E731
     planner.plan = runid.renamed(planner.plan, runid.settled_id(planner.plan, moment, taken))
@@ -29,7 +33,7 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
     planner.plan.plan_ms = int((time.monotonic() - started) * 1000)
     return Planning(planner.plan, planner.problems, planner.sigs, planner.refresh,
                     planner.listings if opts.trigger == "session_end" else None, planner.pairs_found,
-                    vectors=planner.vectors if opts.warm_caches else None)
+                    vectors=planner.vectors if opts.warm_caches else None, planned=planner.planned)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from typing import Any
 
 from memcli.store.index import SigCache
 from memcli.store.model import Memory, Plan
+from memcli.store.planned import Ticket
 from memcli.store.store import Folder, Problem, Stamp
 
 TRIGGERS = ("manual", "weekly", "daily", "session_end", "index_overflow")
@@ -60,3 +61,4 @@ class Planning:
     pairs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # folder -> (params, PairCache)
     state_extra: dict[str, Any] = field(default_factory=dict)  # more for ops/state.json (LLM calls)
     vectors: Any = None  # semantic.VectorCache to save after a real run, or None
+    planned: dict[str, Ticket] = field(default_factory=dict)  # folder -> entries of the files read

@@ -212,14 +212,17 @@ def _write_tmp(handle: _Dir, name: str, data: bytes, mode: int | None = None, sy
     return tmp
 
 
-def write_replace(path: Path, data: bytes) -> None:
+def write_replace(path: Path, data: bytes, durable: bool = True) -> None:
     """Atomically write `path`, replacing it if it exists (rewrites of the same file).
-    The file keeps its permission bits."""
+    The file keeps its permission bits. durable=False: no fsync (still atomic: a reader sees
+    the old bytes or the new, whole), for a scratch file only its own process reads, which a
+    crash may leave stale or lose (see `memcli.store.planned`)."""
     with _folder(path.parent) as handle:
-        tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name))
+        tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name), sync=durable)
         _change()
         os.rename(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd, dst_dir_fd=handle.dir_fd)
-        handle.sync()
+        if durable:
+            handle.sync()
 
 
 def append(path: Path, data: bytes) -> None:
@@ -272,12 +275,15 @@ def move(src: Path, dst: Path) -> None:
         source.sync()
 
 
-def unlink(path: Path) -> None:
+def unlink(path: Path, durable: bool = True) -> None:
     """Remove a file memcli owns (a journal, a temporary file); never a memory. Within
-    `Staged.commit` the folder's fsync waits for the batch's last barrier."""
+    `Staged.commit` the folder's fsync waits for the batch's last barrier; durable=False
+    (a scratch file, see `write_replace`): no fsync at all."""
     with _folder(path.parent) as handle:
         _change()
         os.unlink(handle.at(path.name), dir_fd=handle.dir_fd)
+        if not durable:
+            return
         if _unsynced is None:
             handle.sync()
         else:

@@ -36,7 +36,7 @@ _HASH_BOUND = ("sig", "norm_key")
 
 def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = False) -> dict[str, Any]:
     """The index entry of a memory read from disk, keeping what the old entry cached."""
-    entry: dict[str, Any] = {"id": mem.id, "file": mem.path.name}
+    entry: dict[str, Any] = {"id": mem.id, "file": mem.name}  # (its path.name, without making the path)
     for name in _RECORD_FIELDS:
         entry[name] = mem.data.get(name)
     entry["priority"] = entry["priority"] or "normal"

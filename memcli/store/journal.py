@@ -33,7 +33,7 @@ import orjson
 
 from memcli.consolidate import review
 from memcli.errors import MemcliError
-from memcli.store import fsops, index, log, opsfiles, paths
+from memcli.store import fsops, index, log, opsfiles, paths, planned
 from memcli.store.model import Action, FileOp, Plan, sha256
 from memcli.store.store import Store
 
@@ -258,15 +258,16 @@ _hash_of = hash_of
 # ---------------------------------------------------------------- finish (also after a crash)
 
 
-def commit(store: Store, run_id: str, finish: dict[str, Any], files: list[dict[str, Any]] | None = None
-           ) -> dict[str, set[str] | None]:
+def commit(store: Store, run_id: str, finish: dict[str, Any], files: list[dict[str, Any]] | None = None,
+           known: dict[str, planned.Ticket] | None = None) -> dict[str, set[str] | None]:
     """Mark the run's memory changes done and record what is left, then do it. Returns the
     content hashes now in each covered folder (for the signature cache).
 
     If marking the run committed fails (a full disk), the run is rolled back from its
     pre-images at once (`files`: what its journal lists) and the error raised: nothing
     happened. Once it is marked, the run has happened: a failure to finish it raises
-    RecordingFailed, the journal stays, and the next command finishes it."""
+    RecordingFailed, the journal stays, and the next command finishes it. `known`: the
+    entries planning made of the files it read, per folder (see `memcli.store.planned`)."""
     data = {"run_id": run_id, "phase": "committed", **finish}
     try:
         fsops.write_replace(journal_path(store, run_id), orjson.dumps(data))
@@ -276,13 +277,17 @@ def commit(store: Store, run_id: str, finish: dict[str, Any], files: list[dict[s
                 rollback(store, run_id, files)
         raise
     try:
-        return complete(store, data)
+        return complete(store, data, known)
     except Exception as exc:
         raise RecordingFailed(run_id, exc) from exc
 
 
-def complete(store: Store, data: dict[str, Any]) -> dict[str, set[str] | None]:
-    """Indices, review queue, state and log for a committed run; idempotent."""
+def complete(store: Store, data: dict[str, Any],
+             known: dict[str, planned.Ticket] | None = None) -> dict[str, set[str] | None]:
+    """Indices, review queue, state and log for a committed run; idempotent. `known` (the
+    run's own planning, never a recovery): entries of files it read, trusted while size and
+    mtime match, so that a folder without an index is not read a second time."""
+    known = known or {}
     pause = store.settings.consolidation.index_pause_ms / 1000
     covered = set(data.get("covered", []))
     hashes: dict[str, set[str] | None] = {}
@@ -293,7 +298,8 @@ def complete(store: Store, data: dict[str, Any]) -> dict[str, set[str] | None]:
         if rel in refresh and _update_folder(store, rel, refresh[rel], rel in covered):
             hashes[rel] = None  # not every hash was looked at: the signature cache only grows
             continue
-        hashes[rel] = _reindex_folder(store, rel, refresh_run_hash=rel in covered)
+        hashes[rel] = _reindex_folder(store, rel, refresh_run_hash=rel in covered,
+                                      known=planned.load(known.get(rel)) if rel in covered else None)
     review.add_items(store.root, data.get("review", []))
     quiet = data.get("quiet") is True  # changed nothing: recorded on this machine only (SPEC 13)
     _update_state(store, data.get("state", {}), quiet)
@@ -305,15 +311,17 @@ def complete(store: Store, data: dict[str, Any]) -> dict[str, set[str] | None]:
     return {rel: found for rel, found in hashes.items() if rel in covered}
 
 
-def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool) -> set[str]:
+def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool,
+                    known: list[dict[str, Any]] | None = None) -> set[str]:
     """Bring a folder's index up to date; a folder the run covered also gets `run_hash`
-    refreshed and its last-run snapshot (what session_end compares against) rewritten."""
+    refreshed and its last-run snapshot (what session_end compares against) rewritten.
+    `known`: entries of files read since the index was saved (`Store.scan`)."""
     folder = store.folder_by_rel(rel)
     if folder is None:
         return set()
     # keep=False: only the entries are needed, not every record read (a folder of 35,000
     # memories without an index held both: 140 MB)
-    scan = store.scan(folder, load=False, compare=not refresh_run_hash, keep=False)
+    scan = store.scan(folder, load=False, compare=not refresh_run_hash, keep=False, known=known)
     if scan.unreadable:
         return set()  # a folder memcli may not read is left as it is (a scan reports it)
     if scan.index is None and not scan.entries and not (folder.path / "_index.json").exists():

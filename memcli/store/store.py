@@ -263,13 +263,16 @@ class Store:
 
     def scan(self, folder: Folder, load: bool = True, entries: bool = True,
              lastrun: index.Snapshot | None = None, compare: bool = True,
-             names: list[str] | None = None, keep: bool = True) -> FolderScan:
+             names: list[str] | None = None, keep: bool = True,
+             known: list[dict[str, Any]] | None = None) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
         With load=False, files whose index entry matches size and mtime are not read; with
         entries=False (planning), no index entries are built for the files read, only their
         memories (with load=False, the entries still describing their files are kept), and the
         run hashes come from the last-run snapshot when given (a tenth of the index's bytes).
-        keep=False (re-indexing): the memories read are not kept, only their entries."""
+        keep=False (re-indexing): the memories read are not kept, only their entries.
+        `known` (with load=False): entries made from the files since the index was saved (see
+        `memcli.store.planned`), trusted as index entries are: while size and mtime match."""
         problems: list[Problem] = []
         if self._unreadable(folder, problems):
             return FolderScan(folder, [], {}, problems, None, False, unreadable=True)
@@ -285,6 +288,8 @@ class Store:
             return FolderScan(folder, list(listed), {}, problems, saved, drift,
                               {str(e["id"]): e.get("run_hash") for e in listed})
         old = {e.get("file"): e for e in listed if isinstance(e, dict)}
+        if known:
+            old.update((e["file"], e) for e in known)
         found: list[dict[str, Any]] = []
         memories: dict[str, Memory] = {}
         archive = folder.scope == "archive"

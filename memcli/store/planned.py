@@ -1,0 +1,105 @@
+"""Index entries a full run's planning made from the files it read, handed to its recording.
+
+A real run records itself by rebuilding the index of every folder it covered (each entry's
+`run_hash` becomes its content hash). Where the folder had no usable index, that meant
+reading every file of it a second time, right after planning had read them all: at
+1,000,000 memories, most of the apply. Instead, planning writes the entries of the files it
+read (`save`, one folder at a time, so that a run's memory stays flat) to a scratch file
+under `.cache/`, and the recording trusts such an entry, like any index entry, only while
+its file still has the entry's size and mtime (`Store.scan` with `known=`): a file the run
+wrote, or that another writer changed meanwhile, is read again.
+
+Entries of files changed less than `STAMP_AGE_NS` before planning read them are left out:
+a change made in the same timestamp tick, after the read, would keep size and mtime (git's
+"racy" case). The scratch file is a cache that only the process that wrote it reads (a
+ticket carries a random token it must match): written without fsync, removed after the
+recording; a crash may leave one behind or lose it, and a run finished after a crash
+(`journal.recover`) reads every file again, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memcli.store import fsops, index
+from memcli.store.store import STAMP_AGE_NS, Folder, FolderScan
+
+PLANNED_NAME = "_planned.json"
+# Below this many files read in a folder, the recording reads them again for less than the
+# scratch file's write (an indexed store's run reads only what changed).
+SAVE_FROM = 32
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """Where one folder's entries were written, and the token that proves they are ours."""
+
+    path: Path
+    token: str
+
+
+def started() -> int:
+    """The moment to pass to `save`: taken before the folder's files are read."""
+    return time.time_ns()
+
+
+def save(folder: Folder, scan: FolderScan, read_from_ns: int) -> Ticket | None:
+    """Write the entries of the memories `scan` read (as `Store.scan` would make them, each
+    with what its saved index entry cached) for the recording; None when too few to be worth
+    it, or when the scratch file cannot be written (the recording then reads the files)."""
+    if len(scan.memories) < SAVE_FROM:
+        return None
+    old = {e.get("file"): e for e in (scan.index or {}).get("entries", [])}
+    archive = folder.scope == "archive"
+    cutoff = read_from_ns - STAMP_AGE_NS
+    entries = [index.entry_for(mem, old.get(mem.name), archive=archive)
+               for mem in scan.memories.values() if mem.mtime_ns < cutoff]
+    if len(entries) < SAVE_FROM:
+        return None
+    token = os.urandom(8).hex()
+    try:
+        path = folder.cache(create=True) / PLANNED_NAME
+        fsops.write_replace(path, orjson.dumps({"token": token, "entries": entries}), durable=False)
+    except (OSError, ValueError, TypeError):
+        return None
+    return Ticket(path, token)
+
+
+def load(ticket: Ticket | None) -> list[dict[str, Any]] | None:
+    """The entries behind `ticket`, or None (no ticket, the file gone, not ours, unreadable)."""
+    if ticket is None:
+        return None
+    try:
+        data = orjson.loads(fsops.read_bytes(ticket.path))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("token") != ticket.token:
+        return None
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        return None
+    return [e for e in entries if type(e) is dict and isinstance(e.get("file"), str)]
+
+
+def discard(tickets: dict[str, Ticket]) -> None:
+    """Remove the scratch files of `tickets` (each only if still ours); never fails."""
+    for ticket in tickets.values():
+        with contextlib.suppress(OSError, ValueError):
+            if _head(ticket.path).startswith(b'{"token":"%s"' % ticket.token.encode()):
+                fsops.unlink(ticket.path, durable=False)
+    tickets.clear()
+
+
+def _head(path: Path) -> bytes:
+    fd = fsops.open_regular(path)
+    try:
+        return os.read(fd, 64)
+    finally:
+        os.close(fd)
