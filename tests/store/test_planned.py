@@ -1,0 +1,223 @@
+"""A real run's recording takes the entries its planning made of the files it read
+(`memcli.store.planned`): no second read of an unindexed folder, the same index as a fresh
+`reindex`, and never stale facts for a file another writer changed during the run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memcli.consolidate import engine
+from memcli.store import fsops, index, planned
+from memcli.store.model import sha256
+from memcli.store.store import Store
+from tests.conftest import add, days_ago, snapshot
+from tests.store import test_crash
+
+BASE = "Run the database migrations on staging first then deploy the build to production"
+OLD_NS = 1_700_000_000 * 10**9  # files last written long before any run of these tests
+
+
+def build(root: Path, count: int = 40) -> dict[str, str]:
+    """An unindexed store: `count` memories in agent/coder (two of them duplicates, so the
+    run writes), every file's mtime long past. Returns role -> id."""
+    roles = {"dup0": add(root, summary=BASE, tags=["deploy"], type="procedural", subtype="deployment",
+                         created_at=days_ago(50))["id"],
+             "dup1": add(root, summary=BASE + " today", tags=["deploy"], type="procedural",
+                         subtype="deployment", created_at=days_ago(40))["id"]}
+    for n in range(count - 2):
+        roles[f"m{n}"] = add(root, tags=[f"t{n}"], subtype=f"s{n}")["id"]
+    for path in (root / "agent" / "coder").iterdir():
+        os.utime(path, ns=(OLD_NS, OLD_NS))
+    return roles
+
+
+def fresh_entries(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """What a fresh `reindex` would hold: every file read, keeping what the saved index cached."""
+    store = Store(root)
+    return {f.rel: sorted(store.scan(f, load=True).entries, key=lambda e: e["id"])
+            for f in [*store.memory_folders(), store.archive_folder()]}
+
+
+def saved_entries(root: Path) -> dict[str, list[dict[str, Any]]]:
+    store = Store(root)
+    return {f.rel: sorted((index.load(f.path) or {"entries": []})["entries"], key=lambda e: e["id"])
+            for f in [*store.memory_folders(), store.archive_folder()]}
+
+
+class Reads:
+    """Counts the memory files `Store` reads (not indices, not caches)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.names: list[str] = []
+        original = Store._open_read
+
+        def counted(store: Store, path: Path | str, problems: list[Any]) -> Any:
+            self.names.append(Path(path).name)
+            return original(store, path, problems)
+
+        monkeypatch.setattr(Store, "_open_read", counted)
+
+
+def test_the_recording_reads_only_the_files_the_run_wrote(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    roles = build(store)
+    reads = Reads(monkeypatch)
+    seen: dict[str, int] = {}
+
+    def confirm(_: Any) -> bool:  # planning is done: what is read from here on is the recording's
+        seen["planning"] = len(reads.names)
+        return True
+
+    outcome = engine.consolidate(Store(store), confirm=confirm)
+    assert [a["type"] for a in outcome.actions] == ["merge"]
+    assert seen["planning"] >= 40  # planning read every file (no index)
+    recorded = reads.names[seen["planning"]:]
+    # the merge's keeper (rewritten) and its archived member: nothing else is read again
+    assert sorted({n.split("@")[0].rsplit(".", 1)[0] for n in recorded}) == sorted([roles["dup0"], roles["dup1"]])
+    assert saved_entries(store) == fresh_entries(store)
+    assert all(e["run_hash"] == e["content_hash"] for e in saved_entries(store)["agent/coder"])
+    assert not list(store.rglob(planned.PLANNED_NAME)) and not list(store.rglob("*.tmp"))
+
+
+def test_the_same_index_as_without_the_handed_entries(store: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    build(store)
+    other = tmp_path / "other"
+    shutil.copytree(store, other)
+    engine.consolidate(Store(store))
+    monkeypatch.setattr(planned, "SAVE_FROM", 10**9)  # the old way: every file read again
+    engine.consolidate(Store(other))
+    assert snapshot(store).keys() == snapshot(other).keys()
+    ours, theirs = saved_entries(store), saved_entries(other)
+    drop = ("mtime_ns", "archived_at", "archive_run_id", "run_hash", "content_hash", "size")
+    assert ours.keys() == theirs.keys()
+    for rel in ours:  # the rewritten files differ only by their run id and mtimes
+        assert [{k: v for k, v in e.items() if k not in drop} for e in ours[rel]] == \
+               [{k: v for k, v in e.items() if k not in drop} for e in theirs[rel]]
+    assert ours == fresh_entries(store)
+
+
+@pytest.mark.parametrize("recent", [False, True])
+def test_a_file_another_writer_changed_during_the_run_is_read_again(
+        store: Path, monkeypatch: pytest.MonkeyPatch, recent: bool) -> None:
+    """Changed after planning read it: with a new mtime (the usual case), and with the same
+    size and mtime (a rewrite within one timestamp tick of a file written just before the
+    run read it, the "racy" case: such a file is never handed over, so it is read again)."""
+    roles = build(store)
+    victim = store / "agent" / "coder" / f"{roles['m3']}.json"
+    if recent:  # written a moment before the run: within STAMP_AGE_NS of planning's read
+        stamp = time.time_ns() - 10**8
+        os.utime(victim, ns=(stamp, stamp))
+    raw = victim.read_bytes()
+    edited = raw.replace(b'"access_count": ', b'"access_count":1')  # same size: one space less, one digit
+    assert len(edited) == len(raw) and edited != raw
+
+    def confirm(_: Any) -> bool:
+        before = os.stat(victim)
+        victim.write_bytes(edited)  # in place, as an editor might
+        if recent:
+            os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))  # the same tick
+        return True
+
+    engine.consolidate(Store(store), confirm=confirm)
+    entry = next(e for e in saved_entries(store)["agent/coder"] if e["id"] == roles["m3"])
+    assert entry["content_hash"] == sha256(edited) and entry["run_hash"] == sha256(edited)
+    assert saved_entries(store) == fresh_entries(store)
+
+
+def test_files_written_just_before_the_run_are_not_handed_over(store: Path) -> None:
+    build(store, planned.SAVE_FROM + 10)
+    folder = Store(store).folder("agent", "coder")
+    names = sorted(p.name for p in folder.path.iterdir())
+    now = time.time_ns()
+    for name in names[:10]:  # within the last second: a same-tick rewrite could follow the read
+        os.utime(folder.path / name, ns=(now - 10**8, now - 10**8))
+    read_from = planned.started()
+    scan = Store(store).scan(folder, load=False, entries=False, compare=False)
+    ticket = planned.save(folder, scan, read_from)
+    handed = planned.load(ticket)
+    assert handed is not None
+    assert sorted(e["file"] for e in handed) == names[10:]
+
+
+@pytest.mark.parametrize("count,saved", [(planned.SAVE_FROM - 1, False), (planned.SAVE_FROM, True)])
+def test_a_folder_with_few_files_read_writes_no_scratch_file(store: Path, count: int, saved: bool) -> None:
+    build(store, count)
+    folder = Store(store).folder("agent", "coder")
+    scan = Store(store).scan(folder, load=False, entries=False, compare=False)
+    assert len(scan.memories) == count
+    ticket = planned.save(folder, scan, planned.started())
+    assert (ticket is not None) == saved
+    assert (folder.cache() / planned.PLANNED_NAME).exists() == saved
+
+
+def test_a_scratch_file_that_is_not_ours_is_neither_used_nor_removed(store: Path) -> None:
+    build(store)
+    folder = Store(store).folder("agent", "coder")
+    scan = Store(store).scan(folder, load=False, entries=False, compare=False)
+    ticket = planned.save(folder, scan, planned.started())
+    assert ticket is not None and planned.load(ticket)
+    stranger = planned.Ticket(ticket.path, "0" * 16)  # another run's (a crash left it behind)
+    assert planned.load(stranger) is None
+    planned.discard({"agent/coder": stranger})
+    assert ticket.path.exists()
+    fsops.write_replace(ticket.path, b"not json")
+    assert planned.load(ticket) is None
+    planned.discard({"agent/coder": ticket})
+    assert ticket.path.exists()  # not ours any more: left alone (the next run's write replaces it)
+    fsops.write_replace(ticket.path, b'{"token":"%s","entries":[]}' % ticket.token.encode())
+    planned.discard({"agent/coder": ticket})
+    assert not ticket.path.exists()
+
+
+def test_a_dry_run_and_a_cancelled_run_leave_no_scratch_file(store: Path) -> None:
+    build(store)
+    engine.consolidate(Store(store), dry_run=True)
+    assert not list(store.rglob(planned.PLANNED_NAME))
+    with pytest.raises(Exception, match="cancelled"):
+        engine.consolidate(Store(store), confirm=lambda _: False)
+    assert not list(store.rglob(planned.PLANNED_NAME))
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("planned") / "pristine"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEMCLI_NOW", test_crash.NOW)
+        for sub in ("ops", "archive", "global"):
+            (root / sub).mkdir(parents=True)
+        (root / "memcli.toml").write_text(test_crash.TOML)
+        build(root)
+    return root
+
+
+@pytest.mark.slow
+def test_every_crash_point_of_a_run_that_hands_entries_over_recovers(pristine: Path, tmp_path: Path) -> None:
+    """The crash sweep of tests/store/test_crash.py on an unindexed folder large enough for
+    planning to hand its entries over; after recovery the index is also what `reindex`
+    would build."""
+    k = test_crash.count_changes(pristine, tmp_path / "count")
+    clean = tmp_path / "clean"
+    shutil.copytree(pristine, clean)
+    assert test_crash.memcli(clean, "consolidate").returncode == 0
+    pre, post = snapshot(pristine), snapshot(clean)
+    assert pre != post
+
+    def one_point(n: int) -> tuple[int, list[str]]:
+        root = tmp_path / f"n{n}"
+        shutil.copytree(pristine, root)
+        code, output = test_crash.forked_memcli(root, "consolidate", crash_at=n)
+        if code != (70 if n <= k else 0):
+            return n, [f"exit {code}: {output[-300:]}"]
+        failures = test_crash.recover(root, via_cli=False)
+        failures += test_crash.check_recovered(root, pre, post)
+        if saved_entries(root) != fresh_entries(root):
+            failures.append("the index is not what a fresh reindex builds")
+        return n, failures
+
+    test_crash.every_point("handed-over entries", k, one_point)
