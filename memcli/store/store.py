@@ -293,16 +293,14 @@ class Store:
         found: list[dict[str, Any]] = []
         memories: dict[str, Memory] = {}
         archive = folder.scope == "archive"
+        trusted = _trusted_names(old, names, stats) if not load else set()
         for name, st in zip(names, stats, strict=True):
             cached = old.get(name)
-            if not load:  # this loop runs for every file of the store, hence inline: an entry still
-                # describes its file with the same size and mtime and every field a run plans from
+            if not load:  # an entry still describes its file (`_trusted_names`): not read
                 if st is None:
                     continue
-                if cached and cached.get("size") == st.st_size and cached.get("mtime_ns") == st.st_mtime_ns \
-                        and cached.get("content_hash") and "text_len" in cached and "details_len" in cached \
-                        and is_valid_id(cached.get("id")) and _facts_ok([cached]):
-                    found.append(cached)
+                if name in trusted:
+                    found.append(cached)  # type: ignore[arg-type]
                     continue
             mem = self._read_in(folder, name, problems)
             if mem is not None:
@@ -770,6 +768,22 @@ def _all_trusted(entries: list[Any], names: list[str], stats: list[os.stat_resul
                 and _facts_ok(entries))
     except KeyError:
         return False
+
+
+def _trusted_names(old: dict[Any, dict[str, Any]], names: list[str],
+                   stats: list[os.stat_result | None]) -> set[str]:
+    """The names whose entry in `old` still describes the file: the same size and mtime, and
+    every field a run plans from. Checked as whole lists (this runs for every file of a scan
+    that is not all trusted: a real run's recording of each folder it changed), then entry by
+    entry only when some entry fails."""
+    good = [(name, e) for name, st in zip(names, stats, strict=True)
+            if st is not None and (e := old.get(name)) is not None and e.get("size") == st.st_size
+            and e.get("mtime_ns") == st.st_mtime_ns and e.get("content_hash")
+            and "text_len" in e and "details_len" in e]
+    entries = [e for _, e in good]
+    if all(map(is_valid_id, [e.get("id") for e in entries])) and _facts_ok(entries):
+        return {name for name, _ in good}
+    return {name for name, e in good if is_valid_id(e.get("id")) and _facts_ok([e])}
 
 
 def _facts_ok(entries: list[dict[str, Any]]) -> bool:
