@@ -35,6 +35,7 @@ STORE_FOLDERS = frozenset({"agent", "team", "global", "archive", "ops", ".cache"
 _changes = 0
 _roots: set[str] = set()  # absolute store roots registered by `confine`
 _unsynced: set[Path] | None = None  # while a Staged batch commits: folders whose fsync waits
+_deferred: list[Path] | None = None  # within `one_barrier`: files replaced, made durable at its end
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -217,12 +218,36 @@ def write_replace(path: Path, data: bytes, durable: bool = True) -> None:
     The file keeps its permission bits. durable=False: no fsync (still atomic: a reader sees
     the old bytes or the new, whole), for a scratch file only its own process reads, which a
     crash may leave stale or lose (see `memcli.store.planned`)."""
+    later = durable and _deferred is not None
     with _folder(path.parent) as handle:
-        tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name), sync=durable)
+        tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name), sync=durable and not later)
         _change()
         os.rename(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd, dst_dir_fd=handle.dir_fd)
-        if durable:
+        if later:
+            _deferred.append(path)  # type: ignore[union-attr]
+        elif durable:
             handle.sync()
+
+
+@contextlib.contextmanager
+def one_barrier(root: Path) -> Iterator[None]:
+    """Within: `write_replace` skips its two fsyncs, and the files it replaced are made
+    durable together when the block ends without an error (one `syncfs`, or an fsync of
+    each file, then of each folder: on a journalling file system the first commits them
+    all). The same changes in the same order (the same crash points); only when they reach
+    the disk differs. For files that may be lost or torn by a power cut until the block
+    ends, because what comes after it depends on them and what comes before can redo them:
+    a committed run's indices and snapshots, rewritten by `journal.complete` (idempotent)
+    until its journal is removed, after this barrier. A reader meanwhile that finds one
+    torn rebuilds it from the files (an index, a snapshot: caches of the files)."""
+    global _deferred
+    outer, _deferred = _deferred, []
+    try:
+        yield
+        files = list(dict.fromkeys(_deferred))
+    finally:
+        _deferred = outer
+    _barrier(root, files, set())
 
 
 def append(path: Path, data: bytes) -> None:

@@ -292,14 +292,17 @@ def complete(store: Store, data: dict[str, Any],
     covered = set(data.get("covered", []))
     hashes: dict[str, set[str] | None] = {}
     refresh: dict[str, list[str]] = data.get("refresh") or {}
-    for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered)):
-        if position and pause:
-            time.sleep(pause)  # spreads index rewrites out for readers on slow disks
-        if rel in refresh and _update_folder(store, rel, refresh[rel], rel in covered):
-            hashes[rel] = None  # not every hash was looked at: the signature cache only grows
-            continue
-        hashes[rel] = _reindex_folder(store, rel, refresh_run_hash=rel in covered,
-                                      known=planned.load(known.get(rel)) if rel in covered else None)
+    # indices and snapshots durable together, not two fsyncs each: until the journal goes
+    # (below), a crash or a power cut means this is all done again
+    with fsops.one_barrier(store.root):
+        for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered)):
+            if position and pause:
+                time.sleep(pause)  # spreads index rewrites out for readers on slow disks
+            if rel in refresh and _update_folder(store, rel, refresh[rel], rel in covered):
+                hashes[rel] = None  # not every hash was looked at: the signature cache only grows
+                continue
+            hashes[rel] = _reindex_folder(store, rel, refresh_run_hash=rel in covered,
+                                          known=planned.load(known.get(rel)) if rel in covered else None)
     review.add_items(store.root, data.get("review", []))
     quiet = data.get("quiet") is True  # changed nothing: recorded on this machine only (SPEC 13)
     _update_state(store, data.get("state", {}), quiet)

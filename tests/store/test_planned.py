@@ -184,6 +184,25 @@ def test_a_dry_run_and_a_cancelled_run_leave_no_scratch_file(store: Path) -> Non
     assert not list(store.rglob(planned.PLANNED_NAME))
 
 
+def test_the_recording_makes_its_indices_and_snapshots_durable_in_one_barrier(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    build(store)
+    barriers: list[list[Path]] = []
+    real_barrier = fsops._barrier
+
+    def barrier(root: Path, files: list[Path], folders: set[Path]) -> None:
+        barriers.append(list(files))
+        real_barrier(root, files, folders)
+
+    monkeypatch.setattr(fsops, "_barrier", barrier)
+    engine.consolidate(Store(store))
+    coder = Store(store).folder("agent", "coder")
+    recorded = [b for b in barriers if coder.path / index.INDEX_NAME in b]
+    assert len(recorded) == 1  # the last barrier of the run: every index and snapshot it wrote
+    assert {coder.path / index.INDEX_NAME, coder.cache() / index.LASTRUN_NAME,
+            store / "archive" / index.INDEX_NAME} <= set(recorded[0])
+
+
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("planned") / "pristine"

@@ -123,3 +123,53 @@ def test_keep_copy_copies_where_the_file_system_refuses_a_link(root: Path, monke
         batch = fsops.Staged(root)
         batch.keep_copy(folder / "one.json", root / "archive" / "one.json")
         batch.commit()
+
+
+def _fsync_targets(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What each os.fsync is called on, by path (a file or a folder)."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+                        or real_fsync(fd))
+    return synced
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
+def test_one_barrier_syncs_the_replaced_files_once_at_its_end(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = root / "agent" / "a"
+    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 10_000)  # fsync by fsync, to see each
+    synced = _fsync_targets(monkeypatch)
+    start = fsops.change_count()
+    with fsops.one_barrier(root):
+        fsops.write_replace(folder / "x.json", b"1")
+        fsops.write_replace(folder / "y.json", b"2")
+        fsops.write_replace(folder / "x.json", b"3")
+        assert synced == []  # in place already (atomic: tmp and rename), not yet durable
+        assert (folder / "x.json").read_bytes() == b"3" and (folder / "y.json").read_bytes() == b"2"
+    assert fsops.change_count() - start == 6  # the same changes as three plain writes: the same crash points
+    assert synced == [str(folder / "x.json"), str(folder / "y.json"), str(folder)]
+    synced.clear()
+    fsops.write_replace(folder / "z.json", b"4")  # outside: durable at once, as ever
+    assert len(synced) == 2
+
+
+def test_one_barrier_syncs_at_once_with_syncfs_for_many_files(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 2)
+    calls: list[Path] = []
+    monkeypatch.setattr(fsops, "_syncfs", lambda where: calls.append(where) or True)
+    synced = _fsync_targets(monkeypatch) if os.path.isdir("/proc/self/fd") else []
+    with fsops.one_barrier(root):
+        for n in range(3):
+            fsops.write_replace(root / "agent" / "a" / f"{n}.json", b"x")
+    assert calls == [root] and synced == []
+
+
+def test_one_barrier_after_an_error_leaves_the_syncing_to_whoever_redoes_it(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    monkeypatch.setattr(fsops, "_barrier", lambda *args: calls.append(args))
+    with pytest.raises(RuntimeError), fsops.one_barrier(root):
+        fsops.write_replace(root / "agent" / "a" / "x.json", b"1")
+        raise RuntimeError("disk full")
+    assert calls == []
+    assert fsops._deferred is None  # and later writes are durable at once again
