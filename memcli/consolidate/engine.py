@@ -59,16 +59,18 @@ def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
     opts.warm_caches = True
     with store.writing(wait) as recovered:
         planning = plan(store, opts, now())
-        planning.plan.notes += notes + _llm_notes(opts) + recovered
-        if opts.judge is not None:
-            from memcli.consolidate import llm_bridge
+        try:
+            planning.plan.notes += notes + _llm_notes(opts) + recovered
+            if opts.judge is not None:
+                from memcli.consolidate import llm_bridge
 
-            planning.state_extra.update(llm_bridge.state_update(store, opts.judge))
-        if confirm is not None and not confirm(preview(planning)):
-            planned.discard(planning.planned)
-            raise MemcliError("cancelled: no memory, index or log was changed "
-                              "(derived caches under .cache/ may have been refreshed)")
-        return apply(store, planning, progress)
+                planning.state_extra.update(llm_bridge.state_update(store, opts.judge))
+            if confirm is not None and not confirm(preview(planning)):
+                raise MemcliError("cancelled: no memory, index or log was changed "
+                                  "(derived caches under .cache/ may have been refreshed)")
+            return apply(store, planning, progress)
+        finally:
+            planned.discard(planning.planned)  # the scratch files of its planning, used or not
 
 
 def _attach_llm(store: Store, opts: RunOptions, llm: bool | None) -> list[str]:

@@ -9,20 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from memcli.consolidate.plantypes import TRIGGERS, Planning, Progress
-from memcli.store import caches, journal, opsfiles, planned
+from memcli.store import caches, journal, opsfiles
 from memcli.store.model import Action, Outcome, Plan
 from memcli.store.store import Problem, Store
 
 
 def apply(store: Store, planning: Planning, progress: Progress | None = None) -> Outcome:
     """Execute a plan (the caller holds the lock), then log it and update the store's state."""
-    try:
-        return _apply(store, planning, progress)
-    finally:
-        planned.discard(planning.planned)  # scratch files of this run's planning (used or not)
-
-
-def _apply(store: Store, planning: Planning, progress: Progress | None) -> Outcome:
     started = time.monotonic()
     plan = planning.plan
     opsfiles.preflight(store.root)  # an ops file of the wrong shape stops the run before any change
