@@ -429,9 +429,17 @@ class Snapshot:
 
 
 def save_lastrun(folder: Path, entries: list[dict[str, Any]]) -> None:
-    rows = [(e["file"], int(e["size"]), int(e["mtime_ns"]), bytes.fromhex(e["content_hash"]),
-             (str(e.get("type")), str(e.get("subtype") or ""))) for e in entries]
-    _write_lastrun(folder, sorted(rows))
+    """The snapshot of a folder's entries, built column by column (a real run writes one for
+    every folder it covered: a tuple and a hex decoding per entry cost as much as the rest)."""
+    ordered = sorted(entries, key=lambda e: e["file"])  # one entry per file: the rows' order
+    blocks: dict[tuple[str, str], int] = {}
+    block_of = array("H", [blocks.setdefault((str(e.get("type")), str(e.get("subtype") or "")), len(blocks))
+                           for e in ordered])
+    hashes = bytes.fromhex("".join([e["content_hash"] for e in ordered]))
+    if len(hashes) != 32 * len(ordered):  # a hash of another length (an index edited by hand): as before,
+        hashes = b"".join([bytes.fromhex(e["content_hash"]) for e in ordered])  # row by row
+    _write_columns(folder, [e["file"] for e in ordered], array("q", map(int, [e["size"] for e in ordered])),
+                   array("q", map(int, [e["mtime_ns"] for e in ordered])), hashes, block_of, list(blocks))
 
 
 def update_lastrun(folder: Path, snap: Snapshot, drop: set[str], fresh: list[dict[str, Any]]) -> None:
@@ -452,15 +460,6 @@ def update_lastrun(folder: Path, snap: Snapshot, drop: set[str], fresh: list[dic
         block_of.insert(row, blocks.index(block))
         hashes[32 * row:32 * row] = bytes.fromhex(e["content_hash"])
     _write_columns(folder, names, sizes, mtimes, bytes(hashes), block_of, blocks)
-
-
-def _write_lastrun(folder: Path, rows: list[tuple[str, int, int, bytes, tuple[str, str]]]) -> None:
-    """Rows sorted by file name: (file, size, mtime_ns, content hash bytes, (type, subtype))."""
-    blocks: dict[tuple[str, str], int] = {}
-    block_of = array("H", [blocks.setdefault(row[4], len(blocks)) for row in rows])
-    sizes, mtimes = array("q", [row[1] for row in rows]), array("q", [row[2] for row in rows])
-    _write_columns(folder, [row[0] for row in rows], sizes, mtimes, b"".join(row[3] for row in rows),
-                   block_of, list(blocks))
 
 
 def _write_columns(folder: Path, names: list[str], sizes: array[int], mtimes: array[int], hashes: bytes,

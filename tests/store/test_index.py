@@ -110,6 +110,34 @@ def test_snapshot_round_trip_and_update(tmp_path: Path) -> None:
     assert by_update == (tmp_path / index.LASTRUN_NAME).read_bytes()
 
 
+def _rows_one_by_one(tmp_path: Path, entries: list[dict[str, Any]]) -> bytes:
+    """The snapshot as it was first built: a row per entry, sorted, then the columns."""
+    from array import array
+
+    rows = sorted((e["file"], int(e["size"]), int(e["mtime_ns"]), bytes.fromhex(e["content_hash"]),
+                   (str(e.get("type")), str(e.get("subtype") or ""))) for e in entries)
+    blocks: dict[tuple[str, str], int] = {}
+    block_of = array("H", [blocks.setdefault(row[4], len(blocks)) for row in rows])
+    index._write_columns(tmp_path, [r[0] for r in rows], array("q", [r[1] for r in rows]),
+                         array("q", [r[2] for r in rows]), b"".join(r[3] for r in rows), block_of, list(blocks))
+    return (tmp_path / index.LASTRUN_NAME).read_bytes()
+
+
+@pytest.mark.parametrize("odd_hash", [False, True])
+def test_the_snapshot_built_by_columns_is_the_one_built_by_rows(tmp_path: Path, odd_hash: bool) -> None:
+    entries = [{**entry(f"mem_{n:04d}", f"mem_{n:04d}.{'md' if n % 5 == 0 else 'json'}", n),
+                "type": ("episodic", "semantic", "procedural")[n % 3], "subtype": None if n % 7 == 0 else f"s{n % 4}",
+                "size": float(n + 3) if n == 11 else n + 3}  # an integral float size is written as the int
+               for n in reversed(range(300))]
+    if odd_hash:  # 62 hex digits (an index edited by hand): decoded row by row, as before
+        entries[5]["content_hash"] = entries[5]["content_hash"][:62]
+    index.save_lastrun(tmp_path, entries)
+    by_columns = (tmp_path / index.LASTRUN_NAME).read_bytes()
+    assert by_columns == _rows_one_by_one(tmp_path, entries)
+    snap = index.load_lastrun(tmp_path)
+    assert (snap is None) == odd_hash  # a row of the wrong width: no snapshot, as before
+
+
 @pytest.mark.parametrize("damage", [lambda b: b[:-1], lambda b: b"XXXXX" + b[5:], lambda b: b + b"\0",
                                     lambda b: b[:20], lambda b: b""])
 def test_a_damaged_snapshot_is_no_snapshot(tmp_path: Path, damage: Any) -> None:
