@@ -59,15 +59,19 @@ def save(folder: Folder, scan: FolderScan, read_from_ns: int) -> Ticket | None:
     old = {e.get("file"): e for e in (scan.index or {}).get("entries", [])}
     archive = folder.scope == "archive"
     cutoff = read_from_ns - STAMP_AGE_NS
-    entries = [index.entry_for(mem, old.get(mem.name), archive=archive)
-               for mem in scan.memories.values() if mem.mtime_ns < cutoff]
-    if len(entries) < SAVE_FROM:
+    try:  # each entry serialised as it is made: a folder of 50,000 memories holds their bytes, not dicts
+        parts = [orjson.dumps(index.entry_for(mem, old.get(mem.name), archive=archive))
+                 for mem in scan.memories.values() if mem.mtime_ns < cutoff]
+    except TypeError:  # a value orjson cannot write (never from a parsed record): read the files again
+        return None
+    if len(parts) < SAVE_FROM:
         return None
     token = os.urandom(8).hex()
     try:
         path = folder.cache(create=True) / PLANNED_NAME
-        fsops.write_replace(path, orjson.dumps({"token": token, "entries": entries}), durable=False)
-    except (OSError, ValueError, TypeError):
+        fsops.write_replace(path, b'{"token":"%s","entries":[%s]}' % (token.encode(), b",".join(parts)),
+                            durable=False)
+    except (OSError, ValueError):
         return None
     return Ticket(path, token)
 
