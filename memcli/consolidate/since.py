@@ -93,7 +93,8 @@ def cached_sigs(block: list[Row], cache: SigCache, read: Callable[[Row], Memory 
     computed in one go, and added to the cache."""
     from memcli.consolidate import candidates
 
-    sigs = [cache.raw(row.digest) or cache.added.get(row.digest.hex()) for row in block]
+    sigs = [sig or cache.added.get(row.digest.hex())
+            for row, sig in zip(block, cache.raw_many([row.digest for row in block]), strict=True)]
     missing = [n for n, sig in enumerate(sigs) if sig is None]
     memories = [read(block[n]) for n in missing]
     texts = ["" if mem is None else rules.content_text(mem.content) for mem in memories]

@@ -284,6 +284,14 @@ class SigCache:
         at = self._rows.get(digest)
         return None if at is None else self._body[at:at + self.width]
 
+    def raw_many(self, digests: list[bytes]) -> list[bytes | None]:
+        """`raw` of each digest, in one pass (session_end looks up every member of a large
+        block holding a change)."""
+        if self._rows is None:
+            self._rows = dict(self._keys())
+        rows, body, width = self._rows, self._body, self.width
+        return [None if (at := rows.get(digest)) is None else body[at:at + width] for digest in digests]
+
     def get(self, digest: str) -> bytes | None:
         sig = self.added.get(digest)
         if sig is not None or not self._body:

@@ -480,3 +480,13 @@ def test_reindexing_a_covered_folder_gives_every_entry_its_run_hash_and_keeps_no
         {k: v for k, v in e.items() if k != "run_hash"} for e in full_index(store, "agent/coder")]
     snap = index.load_lastrun(cached(store, "agent/coder"))
     assert snap is not None and len(snap.names) == 4
+
+
+def test_raw_many_is_raw_of_each(tmp_path: Path) -> None:
+    sigs = {f"{n:064x}": bytes([n]) * 8 for n in range(1, 40)}
+    index.save_sigs(tmp_path, sigs)
+    cache = index.load_sigs(tmp_path)
+    asked = [bytes.fromhex(f"{n:064x}") for n in (5, 0, 39, 40, 5, 1)]  # present, absent, repeated
+    assert cache.raw_many(asked) == [cache.raw(d) for d in asked]
+    assert cache.raw_many(asked) == [bytes([5]) * 8, None, bytes([39]) * 8, None, bytes([5]) * 8, bytes([1]) * 8]
+    assert index.SigCache().raw_many(asked[:2]) == [None, None]
