@@ -24,7 +24,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from memcli.errors import UnsafePathError
@@ -193,7 +193,8 @@ def _mode_of(handle: _Dir, name: str) -> int | None:
     return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
 
 
-def _write_tmp(handle: _Dir, name: str, data: bytes, mode: int | None = None, sync: bool = True) -> str:
+def _write_tmp(handle: _Dir, name: str, data: bytes | Iterable[bytes], mode: int | None = None,
+               sync: bool = True) -> str:
     tmp = f".{name}.{os.urandom(4).hex()}{TMP_SUFFIX}"  # secrets.token_hex(4) (its import: 3-8 ms a hook)
     _change()
     fd = os.open(handle.at(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644,
@@ -202,7 +203,11 @@ def _write_tmp(handle: _Dir, name: str, data: bytes, mode: int | None = None, sy
         with os.fdopen(fd, "wb") as out:
             if mode is not None:
                 os.fchmod(out.fileno(), mode)  # a rewrite keeps the file's mode (0600 stays 0600)
-            out.write(data)
+            if isinstance(data, bytes):
+                out.write(data)
+            else:  # pieces as they are made: a large scratch file is never whole in memory
+                for piece in data:
+                    out.write(piece)
             out.flush()
             if sync:  # (a Staged batch makes its temporary files durable all at once)
                 os.fsync(out.fileno())
@@ -213,7 +218,7 @@ def _write_tmp(handle: _Dir, name: str, data: bytes, mode: int | None = None, sy
     return tmp
 
 
-def write_replace(path: Path, data: bytes, durable: bool = True) -> None:
+def write_replace(path: Path, data: bytes | Iterable[bytes], durable: bool = True) -> None:
     """Atomically write `path`, replacing it if it exists (rewrites of the same file).
     The file keeps its permission bits. durable=False: no fsync (still atomic: a reader sees
     the old bytes or the new, whole), for a scratch file only its own process reads, which a

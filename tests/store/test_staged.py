@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,18 @@ def test_one_barrier_after_an_error_leaves_the_syncing_to_whoever_redoes_it(
         raise RuntimeError("disk full")
     assert calls == []
     assert fsops._deferred is None  # and later writes are durable at once again
+
+
+def test_write_replace_takes_pieces_and_an_error_half_way_changes_nothing(root: Path) -> None:
+    path = root / "agent" / "a" / "x.json"
+    fsops.write_replace(path, iter([b"ab", b"", b"cd"]))
+    assert path.read_bytes() == b"abcd"
+
+    def broken() -> Iterator[bytes]:
+        yield b"half"
+        raise TypeError("a value that cannot be written")
+
+    with pytest.raises(TypeError):
+        fsops.write_replace(path, broken(), durable=False)
+    assert path.read_bytes() == b"abcd"
+    assert [p.name for p in path.parent.iterdir()] == ["x.json"]  # no temporary file left
