@@ -145,8 +145,13 @@ def test_files_written_just_before_the_run_are_not_handed_over(store: Path) -> N
     assert sorted(e["file"] for e in handed) == names[10:]
 
 
-@pytest.mark.parametrize("count,saved", [(planned.SAVE_FROM - 1, False), (planned.SAVE_FROM, True)])
-def test_a_folder_with_few_files_read_writes_no_scratch_file(store: Path, count: int, saved: bool) -> None:
+@pytest.mark.parametrize("count,saved,up_to", [(planned.SAVE_FROM - 1, False, None),
+                                               (planned.SAVE_FROM, True, None),
+                                               (50, True, 50), (51, False, 50)])
+def test_a_folder_with_few_or_too_many_files_read_writes_no_scratch_file(
+        store: Path, monkeypatch: pytest.MonkeyPatch, count: int, saved: bool, up_to: int | None) -> None:
+    if up_to is not None:
+        monkeypatch.setattr(planned, "SAVE_UP_TO", up_to)
     build(store, count)
     folder = Store(store).folder("agent", "coder")
     scan = Store(store).scan(folder, load=False, entries=False, compare=False)
