@@ -20,6 +20,7 @@ a FIFO or a device, never anything but a regular file.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import errno
 import os
@@ -35,7 +36,9 @@ STORE_FOLDERS = frozenset({"agent", "team", "global", "archive", "ops", ".cache"
 _changes = 0
 _roots: set[str] = set()  # absolute store roots registered by `confine`
 _unsynced: set[Path] | None = None  # while a Staged batch commits: folders whose fsync waits
-_deferred: list[Path] | None = None  # within `one_barrier`: files replaced, made durable at its end
+# within `one_barrier`, per thread (in-process recoveries run side by side in tests): files
+# replaced, made durable at its end
+_deferred: dict[int, list[Path]] = {}
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -223,13 +226,13 @@ def write_replace(path: Path, data: bytes | Iterable[bytes], durable: bool = Tru
     The file keeps its permission bits. durable=False: no fsync (still atomic: a reader sees
     the old bytes or the new, whole), for a scratch file only its own process reads, which a
     crash may leave stale or lose (see `memcli.store.planned`)."""
-    later = durable and _deferred is not None
+    later = _deferred.get(_thread.get_ident()) if durable else None
     with _folder(path.parent) as handle:
-        tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name), sync=durable and not later)
+        tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name), sync=durable and later is None)
         _change()
         os.rename(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd, dst_dir_fd=handle.dir_fd)
-        if later:
-            _deferred.append(path)  # type: ignore[union-attr]
+        if later is not None:
+            later.append(path)
         elif durable:
             handle.sync()
 
@@ -245,13 +248,17 @@ def one_barrier(root: Path) -> Iterator[None]:
     a committed run's indices and snapshots, rewritten by `journal.complete` (idempotent)
     until its journal is removed, after this barrier. A reader meanwhile that finds one
     torn rebuilds it from the files (an index, a snapshot: caches of the files)."""
-    global _deferred
-    outer, _deferred = _deferred, []
+    ident = _thread.get_ident()
+    outer = _deferred.get(ident)
+    _deferred[ident] = mine = []
     try:
         yield
-        files = list(dict.fromkeys(_deferred))
+        files = list(dict.fromkeys(mine))
     finally:
-        _deferred = outer
+        if outer is None:
+            del _deferred[ident]
+        else:
+            _deferred[ident] = outer
     _barrier(root, files, set())
 
 

@@ -173,7 +173,36 @@ def test_one_barrier_after_an_error_leaves_the_syncing_to_whoever_redoes_it(
         fsops.write_replace(root / "agent" / "a" / "x.json", b"1")
         raise RuntimeError("disk full")
     assert calls == []
-    assert fsops._deferred is None  # and later writes are durable at once again
+    assert fsops._deferred == {}  # and later writes are durable at once again
+
+
+def test_one_barrier_is_per_thread(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two recoveries in one process (the crash tests run them on threads): each barrier
+    covers its own thread's files, and one ending does not end the other's."""
+    import threading
+
+    barriers: list[list[Path]] = []
+    monkeypatch.setattr(fsops, "_barrier", lambda _root, files, _folders: barriers.append(sorted(files)))
+    inside, done = threading.Event(), threading.Event()
+    folder = root / "agent" / "a"
+
+    def other() -> None:
+        with fsops.one_barrier(root):
+            fsops.write_replace(folder / "b.json", b"b")
+            inside.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=other)
+    with fsops.one_barrier(root):
+        fsops.write_replace(folder / "a.json", b"a")
+        thread.start()
+        inside.wait(10)
+        with fsops.one_barrier(root):  # nested: its own files, its own barrier
+            fsops.write_replace(folder / "c.json", b"c")
+    done.set()
+    thread.join()
+    fsops.write_replace(folder / "d.json", b"d")  # outside every barrier
+    assert sorted(barriers) == [[folder / "a.json"], [folder / "b.json"], [folder / "c.json"]]
 
 
 def test_write_replace_takes_pieces_and_an_error_half_way_changes_nothing(root: Path) -> None:
