@@ -250,7 +250,8 @@ def one_barrier(root: Path) -> Iterator[None]:
     torn rebuilds it from the files (an index, a snapshot: caches of the files)."""
     ident = _thread.get_ident()
     outer = _deferred.get(ident)
-    _deferred[ident] = mine = []
+    mine: list[Path] = []
+    _deferred[ident] = mine
     try:
         yield
         files = list(dict.fromkeys(mine))
