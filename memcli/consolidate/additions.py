@@ -12,7 +12,9 @@ What restatements add without meaning anything (an attribution such as "..., he 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from itertools import compress
 
 from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
 from memcli.consolidate.textfeatures import (
@@ -82,20 +84,26 @@ def _body_walk(text: TextFeatures) -> tuple[tuple[str, bool], ...]:
     """The words :func:`_longest_new_run` walks (a bare attribution aside), as (stem, is a
     content word): worked out once per text, walked once per pair."""
     lead, trail = text.attribution_words
-    return tuple((word[:STEM_LETTERS], word not in STOPWORDS)
-                 for word in text.words[lead:len(text.words) - trail])
+    steps = _WALK_STEPS
+    if len(steps) > _WALK_STEPS_MAX:
+        steps.clear()
+    return tuple([steps.get(word) or steps.setdefault(word, (word[:STEM_LETTERS], word not in STOPWORDS))
+                  for word in text.words[lead:len(text.words) - trail]])
+
+
+# word -> its step in a walk (stem, is a content word): one shared tuple per word of a store's
+# vocabulary rather than one per word of every text; emptied when it holds this many words.
+_WALK_STEPS: dict[str, tuple[str, bool]] = {}
+_WALK_STEPS_MAX = 200_000
 
 
 def _body_stems(text: TextFeatures) -> tuple[dict[str, int], dict[str, int]]:
     """How often each stem occurs among the words :func:`_longest_new_run` walks (a bare
     attribution aside), over all words and over content words."""
-    counts: dict[str, int] = {}
-    content: dict[str, int] = {}
-    for stem, is_content in text.once("body_walk", _body_walk):
-        counts[stem] = counts.get(stem, 0) + 1
-        if is_content:
-            content[stem] = content.get(stem, 0) + 1
-    return counts, content
+    walk = text.once("body_walk", _body_walk)
+    stems = [stem for stem, _ in walk]
+    # Counted in C: a long text walks hundreds of words.
+    return Counter(stems), Counter(compress(stems, [is_content for _, is_content in walk]))
 
 
 def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:

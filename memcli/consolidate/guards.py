@@ -260,8 +260,8 @@ def polarity_differs(text_a: _Text, text_b: _Text) -> bool:
 def _polarity(text: TextFeatures) -> dict[int, int]:
     """Antonym pair number -> 1 when the text uses only its left side, 2 only its right."""
     used: dict[int, int] = {}
-    for word in text.word_set:
-        for pair, side in _POLARITY_WORDS.get(word, ()):
+    for word in text.word_set.intersection(_POLARITY_WORDS):  # most texts hold none or a few
+        for pair, side in _POLARITY_WORDS[word]:
             used[pair] = used.get(pair, 0) | side
     return {pair: sides for pair, sides in used.items() if sides != 3}
 
@@ -313,10 +313,10 @@ def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
     if _ORDER_WORDS.isdisjoint(text.word_set):
         return frozenset()
     for sentence in _SENTENCE_SPLIT_RE.split(text.text):
-        words = [w for w in default_process(sentence).split()
-                 if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
+        words = default_process(sentence).split()
         if _ORDER_WORDS.isdisjoint(words):  # no order word in this sentence (nor a "from")
             continue
+        words = [w for w in words if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
         marks = [_is_order_word(words, pos) for pos in range(len(words))]
         for pos, word in enumerate(words):
             if marks[pos]:
@@ -713,7 +713,7 @@ def _identifiers(text: TextFeatures) -> frozenset[str]:
         for span in _CODE_SPAN_RE.findall(bare):
             found.update(w.strip(_EDGE_PUNCTUATION).lower() for w in span.split())
         bare = _CODE_SPAN_RE.sub(" ", bare)
-    for word in bare.split():
+    for word in set(bare.split()):  # each distinct word once: the answer is a set
         word = word.strip(_EDGE_PUNCTUATION)
         # Code holds one of - _ / = @ : . (_CODE_MARK_RE); most words are not matched at all.
         if (_CODE_MARK_RE.search(word) and _CODE_WORD_RE.fullmatch(word)

@@ -125,7 +125,7 @@ class TextFeatures:
     @cached_property
     def stems(self) -> frozenset[str]:
         """First letters of each normalised word: forms of one word share them."""
-        return frozenset([w[:STEM_LETTERS] for w in self.words])
+        return frozenset([w[:STEM_LETTERS] for w in self.word_set])
 
     @cached_property
     def tokens(self) -> tuple[Word, ...]:
@@ -274,25 +274,56 @@ def _token_parts(token: str, at_start: bool) -> tuple[bool, _Parts]:
     return (token.lower() in _CLAUSE_WORDS, tuple(_classify(part, at_start) for part in parts if part))
 
 
+# What a token means to the walk in :func:`_text_words`, worked out once per token:
+# a word: (True, opens a clause, its parts at a sentence start, its parts inside one, a full
+# stop after it belongs to it); a mark: (False, ends a clause, makes the next capital
+# sentence case, is a full stop (or ! ?), is a new line, a full stop after it belongs to it).
+_TokenInfo = tuple[bool, bool, Any, Any, bool]
+_TOKENS: dict[str, _TokenInfo] = {}
+_TOKENS_MAX = 200_000  # distinct tokens kept (a store repeats its vocabulary); emptied when full
+
+
+def _token_info(token: str) -> _TokenInfo:
+    """How :func:`_text_words` reads a token (see :data:`_TOKENS`)."""
+    # "Mr. Smith", "J. Smith": a full stop after an abbreviation or an initial is its own.
+    owns_stop = canon(token) in ABBREVIATIONS or len(token) == 1
+    if token[0].isalnum():
+        clause_word, at_start = _token_parts(token, True)
+        inside = _token_parts(token, False)[1]
+        return (True, clause_word, at_start, inside, owns_stop)
+    return (False, token[0] in _CLAUSE_MARKS, (token in _SENTENCE_MARKS, token[0] in ".!?"),
+            token == "\n", owns_stop)
+
+
 def _text_words(text: str) -> tuple[Word, ...]:
-    """The words of a raw text in order (hyphenated words split, see :func:`_token_parts`)."""
+    """The words of a raw text in order (hyphenated words split, see :func:`_token_parts`).
+
+    A walk over the tokens that keeps whether a sentence starts, and counts clauses and
+    sentences; what it needs of each token comes from :data:`_TOKENS` (as
+    :func:`_starts_sentence` and :func:`_token_parts` would give it)."""
     words: list[Word] = []
     append = words.append
     make = tuple.__new__  # a Word from a ready tuple, without NamedTuple.__new__'s extra call
-    at_start, previous, clause, sentence = True, "", 0, 0
+    tokens = _TOKENS
+    if len(tokens) > _TOKENS_MAX:
+        tokens.clear()
+    at_start, stop_owned, clause, sentence = True, False, 0, 0
     for token in _TOKEN_RE.findall(text):
-        if token[0].isalnum():
-            clause_word, parts = _token_parts(token, at_start)
-            clause += clause_word
-            for part in parts:
+        info = tokens.get(token)
+        if info is None:
+            info = tokens[token] = _token_info(token)
+        if info[0]:
+            clause += info[1]
+            for part in (info[2] if at_start else info[3]):
                 append(make(Word, (*part, at_start, clause, sentence)))
             at_start = False
         else:
-            starts = _starts_sentence(token, previous)
+            opens, stop = info[2]
+            starts = opens or (stop and not stop_owned)
             at_start = at_start or starts
-            clause += token[0] in _CLAUSE_MARKS
-            sentence += (starts and token[0] in ".!?") or token == "\n"
-        previous = token
+            clause += info[1]
+            sentence += (starts and stop) or info[3]
+        stop_owned = info[4]
     return tuple(words)
 
 

@@ -15,6 +15,7 @@ def _fresh_words(text: str) -> tuple[Word, ...]:
     textfeatures._token_parts.cache_clear()
     textfeatures._classify.cache_clear()
     textfeatures._starts_sentence.cache_clear()
+    textfeatures._TOKENS.clear()
     return textfeatures._text_words(text)
 
 
