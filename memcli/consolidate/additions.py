@@ -172,15 +172,14 @@ def _verbs(text: TextFeatures, start: int, end: int) -> list[str]:
     auxiliaries, irregular past forms, "-ed" forms, and a word right after a subject pronoun
     ("they chatted", "she accepts")."""
     found: list[str] = []
-    aligned = text.aligned
+    sequence, names = text.sequence, text.aligned_names  # the canonical forms of text.aligned
     for pos in range(start, end):
-        word = aligned[pos]
-        canon = word.canon
-        if canon in SPEECH_VERBS or word.is_name:
+        canon = sequence[pos]
+        if canon in SPEECH_VERBS or names[pos]:
             continue
         if (canon in _AUXILIARIES or canon in _IRREGULAR_PAST
                 or (len(canon) >= 4 and canon.endswith("ed") and canon not in _NOT_PAST)
-                or (pos > start and aligned[pos - 1].canon in _SUBJECTS and canon not in STOPWORDS)):
+                or (pos > start and sequence[pos - 1] in _SUBJECTS and canon not in STOPWORDS)):
             found.append(canon)
     return found
 

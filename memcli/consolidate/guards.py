@@ -595,11 +595,10 @@ def _letters(acronym: str) -> str:
     return "".join(ch for ch in acronym if ch.isalpha())
 
 
-def _spelled_out(words: Sequence[Word], acronyms: frozenset[str]) -> set[str]:
+def _spelled_out(text: TextFeatures, acronyms: frozenset[str]) -> set[str]:
     """Capitalised words whose initials, in a row, spell one of ``acronyms``
     ("United Nations" for "UN", "Standard & Poor's" for "S&P")."""
-    capitalised = [w.canon for w in words if w.capitalised]
-    initials = "".join(word[0] for word in capitalised)
+    capitalised, initials = text.capitalised, text.initials
     covered: set[str] = set()
     for acronym in acronyms:
         letters = _letters(acronym)
@@ -639,10 +638,7 @@ class _Names(NamedTuple):
 
 
 def _names(text: TextFeatures) -> _Names:
-    tokens = text.tokens
-    return _Names(frozenset(w.canon for w in tokens if w.is_name and w.canon not in _DATE_NAMES),
-                  frozenset(w.canon for w in tokens if w.is_acronym),
-                  "".join(w.canon[0] for w in tokens if w.capitalised))
+    return _Names(text.names - _DATE_NAMES, text.acronyms, text.initials)
 
 
 def _unmatched_names(a: TextFeatures, b: TextFeatures) -> frozenset[str]:
@@ -653,7 +649,7 @@ def _unmatched_names(a: TextFeatures, b: TextFeatures) -> frozenset[str]:
         return frozenset()
     names_b = b.once("names", _names)
     # "United Nations" here and "UN" there, or "UN" here and "United Nations" there.
-    candidates -= _spelled_out(a.tokens, names_b.acronyms)
+    candidates -= _spelled_out(a, names_b.acronyms)
     return frozenset(
         name
         for name in candidates

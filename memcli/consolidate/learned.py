@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from rapidfuzz import fuzz
 
-from memcli.consolidate.textfeatures import STEM_LETTERS, TextFeatures, content_words
+from memcli.consolidate.textfeatures import STEM_LETTERS, TextFeatures
 
 __all__ = [
     "FLOOR_GAP",
@@ -94,7 +94,7 @@ def applies(scorer: str) -> bool:
 
 
 def _content_stems(text: TextFeatures) -> frozenset[str]:
-    return frozenset(word[:STEM_LETTERS] for word in content_words(text.aligned))
+    return frozenset([word[:STEM_LETTERS] for word in text.content])
 
 
 def pair_signals(left: str, right: str, text_a: TextFeatures, text_b: TextFeatures) -> PairSignals:

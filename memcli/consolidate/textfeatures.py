@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
+from itertools import chain
 from typing import Any, NamedTuple, TypeVar, cast
 
 from rapidfuzz.distance import Levenshtein
@@ -29,6 +30,7 @@ __all__ = [
     "STEM_LETTERS",
     "STOPWORDS",
     "Op",
+    "Reading",
     "TextFeatures",
     "Word",
     "content_words",
@@ -133,9 +135,49 @@ class TextFeatures:
         return _text_words(self.text)
 
     @cached_property
+    def _readings(self) -> list[Reading]:
+        """What each word token of the text contributes (:class:`Reading`), in order: the
+        features most pairs need, read without building a :class:`Word` for every word."""
+        return _text_readings(self.text)
+
+    @cached_property
+    def _distinct_readings(self) -> list[Reading]:
+        return list(set(self._readings))  # a text repeats its words; the sets need each once
+
+    @cached_property
     def vocabulary(self) -> frozenset[str]:
         """All canonical words, whatever their case (numbers aside)."""
-        return frozenset(w.canon for w in self.tokens if not w.canon[0].isdigit())
+        return frozenset(chain.from_iterable([r.vocabulary for r in self._distinct_readings]))
+
+    @cached_property
+    def names(self) -> frozenset[str]:
+        """The canonical forms of the words written as names (:attr:`Word.is_name`)."""
+        return frozenset(chain.from_iterable([r.names for r in self._distinct_readings]))
+
+    @cached_property
+    def acronyms(self) -> frozenset[str]:
+        """The canonical forms of the words written as acronyms (:attr:`Word.is_acronym`)."""
+        return frozenset(chain.from_iterable([r.acronyms for r in self._distinct_readings]))
+
+    @cached_property
+    def capitalised(self) -> tuple[str, ...]:
+        """The canonical forms of the capitalised words (:attr:`Word.capitalised`), in order."""
+        return tuple(chain.from_iterable([r.capitalised for r in self._readings]))
+
+    @cached_property
+    def initials(self) -> str:
+        """The first letters of :attr:`capitalised`, in order."""
+        return "".join([word[0] for word in self.capitalised])
+
+    @cached_property
+    def aligned_names(self) -> tuple[bool, ...]:
+        """For each word of :attr:`sequence`, whether it is written as a name."""
+        return tuple(chain.from_iterable([r.aligned_names for r in self._readings]))
+
+    @cached_property
+    def content(self) -> tuple[str, ...]:
+        """:func:`content_words` of :attr:`aligned`."""
+        return tuple(chain.from_iterable([r.content for r in self._readings]))
 
     @cached_property
     def aligned(self) -> tuple[Word, ...]:
@@ -149,7 +191,7 @@ class TextFeatures:
     @cached_property
     def sequence(self) -> tuple[str, ...]:
         """The canonical forms of :attr:`aligned`."""
-        return tuple(w.canon for w in self.aligned)
+        return tuple(chain.from_iterable([r.sequence for r in self._readings]))
 
     @cached_property
     def sequence_set(self) -> frozenset[str]:
@@ -199,7 +241,7 @@ class TextFeatures:
     @cached_property
     def content_count(self) -> int:
         """How many words of the text carry meaning (not function words, not articles)."""
-        return len(content_words(self.aligned))
+        return len(self.content)
 
 
 @lru_cache(maxsize=4096)
@@ -274,56 +316,89 @@ def _token_parts(token: str, at_start: bool) -> tuple[bool, _Parts]:
     return (token.lower() in _CLAUSE_WORDS, tuple(_classify(part, at_start) for part in parts if part))
 
 
-# What a token means to the walk in :func:`_text_words`, worked out once per token:
-# a word: (True, opens a clause, its parts at a sentence start, its parts inside one, a full
-# stop after it belongs to it); a mark: (False, ends a clause, makes the next capital
-# sentence case, is a full stop (or ! ?), is a new line, a full stop after it belongs to it).
-_TokenInfo = tuple[bool, bool, Any, Any, bool]
-_TOKENS: dict[str, _TokenInfo] = {}
+class Reading:
+    """What one word token adds to its text's features, read at a sentence start or inside
+    one (the parts of a hyphenated word together): the canonical forms it adds to
+    :attr:`TextFeatures.sequence` and whether each is written as a name, those it adds to
+    :attr:`TextFeatures.content`, its names (date names included), acronyms, capitalised
+    words, and its vocabulary."""
+
+    __slots__ = ("acronyms", "aligned_names", "capitalised", "content", "names", "sequence", "vocabulary")
+
+    def __init__(self, parts: _Parts, at_start: bool) -> None:
+        aligned = [p for p in parts if p[0] not in ARTICLES or (p[0] == "a" and p[3] and not at_start)]
+        self.sequence = tuple([p[0] for p in aligned])
+        self.aligned_names = tuple([p[1] for p in aligned])
+        self.content = tuple([p[0] for p in aligned if p[0] not in STOPWORDS or (p[3] and not at_start)])
+        self.names = tuple([p[0] for p in parts if p[1]])
+        self.acronyms = tuple([p[0] for p in parts if p[2]])
+        self.capitalised = tuple([p[0] for p in parts if p[3]])
+        self.vocabulary = tuple([p[0] for p in parts if not p[0][0].isdigit()])
+
+
+# How the walk of :func:`_text_readings` reads a token, worked out once per token: a word:
+# [True, a full stop after it belongs to it, its Reading at a sentence start, inside one]
+# (each Reading made when first needed); a mark: [False, a full stop after it belongs to
+# it, it makes the next capital sentence case, it is a full stop (or ! ?)].
+_TOKENS: dict[str, list[Any]] = {}
 _TOKENS_MAX = 200_000  # distinct tokens kept (a store repeats its vocabulary); emptied when full
 
 
-def _token_info(token: str) -> _TokenInfo:
-    """How :func:`_text_words` reads a token (see :data:`_TOKENS`)."""
-    # "Mr. Smith", "J. Smith": a full stop after an abbreviation or an initial is its own.
+def _token_info(token: str) -> list[Any]:
+    """How :func:`_text_readings` reads a token (see :data:`_TOKENS`)."""
+    # "Mr. Smith", "J. Smith": a full stop after an abbreviation or an initial is its own
+    # (as :func:`_starts_sentence` has it).
     owns_stop = canon(token) in ABBREVIATIONS or len(token) == 1
     if token[0].isalnum():
-        clause_word, at_start = _token_parts(token, True)
-        inside = _token_parts(token, False)[1]
-        return (True, clause_word, at_start, inside, owns_stop)
-    return (False, token[0] in _CLAUSE_MARKS, (token in _SENTENCE_MARKS, token[0] in ".!?"),
-            token == "\n", owns_stop)
+        return [True, owns_stop, None, None]
+    return [False, owns_stop, token in _SENTENCE_MARKS, token[0] in ".!?"]
 
 
-def _text_words(text: str) -> tuple[Word, ...]:
-    """The words of a raw text in order (hyphenated words split, see :func:`_token_parts`).
-
-    A walk over the tokens that keeps whether a sentence starts, and counts clauses and
-    sentences; what it needs of each token comes from :data:`_TOKENS` (as
-    :func:`_starts_sentence` and :func:`_token_parts` would give it)."""
-    words: list[Word] = []
-    append = words.append
-    make = tuple.__new__  # a Word from a ready tuple, without NamedTuple.__new__'s extra call
+def _text_readings(text: str) -> list[Reading]:
+    """The :class:`Reading` of each word token of a raw text, in order: the walk of
+    :func:`_text_words`, keeping only whether a sentence starts."""
+    readings: list[Reading] = []
+    append = readings.append
     tokens = _TOKENS
     if len(tokens) > _TOKENS_MAX:
         tokens.clear()
-    at_start, stop_owned, clause, sentence = True, False, 0, 0
+    at_start, stop_owned = True, False
     for token in _TOKEN_RE.findall(text):
         info = tokens.get(token)
         if info is None:
             info = tokens[token] = _token_info(token)
         if info[0]:
-            clause += info[1]
-            for part in (info[2] if at_start else info[3]):
+            slot = 2 if at_start else 3
+            reading = info[slot]
+            if reading is None:
+                reading = info[slot] = Reading(_token_parts(token, at_start)[1], at_start)
+            append(reading)
+            at_start = False
+        else:
+            at_start = at_start or info[2] or (info[3] and not stop_owned)
+        stop_owned = info[1]
+    return readings
+
+
+def _text_words(text: str) -> tuple[Word, ...]:
+    """The words of a raw text in order (hyphenated words split, see :func:`_token_parts`)."""
+    words: list[Word] = []
+    append = words.append
+    make = tuple.__new__  # a Word from a ready tuple, without NamedTuple.__new__'s extra call
+    at_start, previous, clause, sentence = True, "", 0, 0
+    for token in _TOKEN_RE.findall(text):
+        if token[0].isalnum():
+            clause_word, parts = _token_parts(token, at_start)
+            clause += clause_word
+            for part in parts:
                 append(make(Word, (*part, at_start, clause, sentence)))
             at_start = False
         else:
-            opens, stop = info[2]
-            starts = opens or (stop and not stop_owned)
+            starts = _starts_sentence(token, previous)
             at_start = at_start or starts
-            clause += info[1]
-            sentence += (starts and stop) or info[3]
-        stop_owned = info[4]
+            clause += token[0] in _CLAUSE_MARKS
+            sentence += (starts and token[0] in ".!?") or token == "\n"
+        previous = token
     return tuple(words)
 
 
