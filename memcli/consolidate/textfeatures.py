@@ -354,16 +354,47 @@ def _token_info(token: str) -> list[Any]:
     return [False, owns_stop, token in _SENTENCE_MARKS, token[0] in ".!?"]
 
 
+# Chunk (a stretch of text between two spaces) -> (its Readings, the state after it), one
+# table per state the walk enters it in (2 * at a sentence start + a full stop would be owned).
+_CHUNKS: tuple[dict[str, tuple[tuple[Reading, ...], int]], ...] = ({}, {}, {}, {})
+_CHUNKS_MAX = 200_000  # chunks kept per table; emptied when full
+
+
 def _text_readings(text: str) -> list[Reading]:
     """The :class:`Reading` of each word token of a raw text, in order: the walk of
-    :func:`_text_words`, keeping only whether a sentence starts."""
+    :func:`_text_words`, keeping only whether a sentence starts.
+
+    No token holds a space, and a full stop before a space ends the same token whether a space
+    or the end of the stretch follows it: the tokens of a text are those of its chunks
+    between spaces, in order. So the walk goes chunk by chunk, each chunk's readings and the
+    state after it looked up by the chunk and the state before it (a store repeats its
+    words, punctuation included)."""
+    readings: list[Reading] = []
+    extend = readings.extend
+    tables = _CHUNKS
+    state = 2  # at a sentence start, no full stop owned
+    for chunk in text.split(" "):
+        found = tables[state].get(chunk)
+        if found is None:
+            table = tables[state]
+            if len(table) >= _CHUNKS_MAX:
+                table.clear()
+            found = table[chunk] = _chunk_readings(chunk, state)
+        extend(found[0])
+        state = found[1]
+    return readings
+
+
+def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int]:
+    """The readings of one chunk (no space in it) entered in ``state`` (see :data:`_CHUNKS`),
+    and the state after it."""
     readings: list[Reading] = []
     append = readings.append
     tokens = _TOKENS
     if len(tokens) > _TOKENS_MAX:
         tokens.clear()
-    at_start, stop_owned = True, False
-    for token in _TOKEN_RE.findall(text):
+    at_start, stop_owned = state >= 2, bool(state & 1)
+    for token in _TOKEN_RE.findall(chunk):
         info = tokens.get(token)
         if info is None:
             info = tokens[token] = _token_info(token)
@@ -377,7 +408,7 @@ def _text_readings(text: str) -> list[Reading]:
         else:
             at_start = at_start or info[2] or (info[3] and not stop_owned)
         stop_owned = info[1]
-    return readings
+    return tuple(readings), 2 * at_start + stop_owned
 
 
 def _text_words(text: str) -> tuple[Word, ...]:
