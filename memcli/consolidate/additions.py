@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from itertools import compress
+from itertools import accumulate, compress
+from typing import NamedTuple
 
 from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
 from memcli.consolidate.textfeatures import (
@@ -117,6 +118,52 @@ def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:
     return sum(counts[stem] for stem in counts.keys() - stems_b) >= EXTRA_DETAIL_RUN
 
 
+class _Walk(NamedTuple):
+    """The walk of :func:`_body_walk` as arrays: the stems, whether each is a content word,
+    the set of stems, and how many content words stand before each position."""
+
+    stems: tuple[str, ...]
+    content: tuple[bool, ...]
+    stem_set: frozenset[str]
+    content_before: tuple[int, ...]
+
+
+def _walk_arrays(text: TextFeatures) -> _Walk:
+    walk = text.once("body_walk", _body_walk)
+    stems = tuple([stem for stem, _ in walk])
+    content = tuple([is_content for _, is_content in walk])
+    return _Walk(stems, content, frozenset(stems), tuple(accumulate(content, initial=0)))
+
+
+def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
+    """True when A holds a run of new words :func:`extra_detail` counts (what
+    ``_may_hold_run(a, b) and _longest_new_run(a, b, EXTRA_DETAIL_RUN) >= EXTRA_DETAIL_RUN``
+    says), found from the positions of A's new words alone.
+
+    Between two new words of A stand only words B has; one of them a content word ends the
+    run, which the count of content words before each position tells without walking there.
+    Two near copies have few new words, so a pair costs a few set operations."""
+    walk = a.once("walk", _walk_arrays)
+    new_stems = walk.stem_set - b.stems
+    if not new_stems:
+        return False
+    new = list(compress(range(len(walk.stems)), map(new_stems.__contains__, walk.stems)))
+    if len(new) < EXTRA_DETAIL_RUN:
+        return False
+    content, before = walk.content, walk.content_before
+    run = run_content = 0
+    last = -1
+    for pos in new:
+        if last >= 0 and before[pos] != before[last + 1]:  # a content word B has stands between
+            run = run_content = 0
+        run += 1
+        run_content += content[pos]
+        if run >= EXTRA_DETAIL_RUN and run_content >= EXTRA_DETAIL_CONTENT:
+            return True
+        last = pos
+    return False
+
+
 def extra_detail(text_a: _Text, text_b: _Text) -> bool:
     """True when either text holds a run of new words (a clause) that the other lacks.
 
@@ -129,8 +176,7 @@ def extra_detail(text_a: _Text, text_b: _Text) -> bool:
     said to a standing ovation.").
     """
     a, b = _f(text_a), _f(text_b)
-    return any(_may_hold_run(x, y) and _longest_new_run(x, y, EXTRA_DETAIL_RUN) >= EXTRA_DETAIL_RUN
-               for x, y in ((a, b), (b, a)))
+    return _holds_new_run(a, b) or _holds_new_run(b, a)
 
 
 # --------------------------------------------------------------------------------------------

@@ -204,11 +204,37 @@ def negation_differs(text_a: _Text, text_b: _Text) -> bool:
 
 def _is_negated(text: TextFeatures) -> bool:
     """True when a text holds a negation cue: a word such as "never" or a "n't" ending."""
-    lowered = _NOT_ONLY_RE.sub(" ", text.text.lower().translate(_APOSTROPHES))
+    lowered = text.text.lower().translate(_APOSTROPHES)
+    if _NOT_ONLY_RE.search(lowered):
+        return _negated(_NOT_ONLY_RE.sub(" ", lowered))
+    # No token holds a space: the text is negated when one of its chunks between spaces is,
+    # and a store repeats its chunks (each looked at once, then looked up as a set).
+    if len(_PLAIN_CHUNKS) + len(_NEGATED_CHUNKS) > _CHUNKS_MAX:
+        _PLAIN_CHUNKS.clear()
+        _NEGATED_CHUNKS.clear()
+    chunks = set(lowered.split(" "))
+    if not _NEGATED_CHUNKS.isdisjoint(chunks):
+        return True
+    for chunk in chunks - _PLAIN_CHUNKS:
+        if _negated(chunk):
+            _NEGATED_CHUNKS.add(chunk)
+            return True
+        _PLAIN_CHUNKS.add(chunk)
+    return False
+
+
+def _negated(lowered: str) -> bool:
+    """True when a lower-case text (its "not only" set aside) holds a negation cue."""
     tokens = _NEGATION_TOKEN_RE.findall(lowered)
     if not _NEGATION_WORDS.isdisjoint(tokens):
         return True
     return "n't" in lowered and any(token.endswith("n't") for token in tokens)
+
+
+# Lower-case chunks (text between spaces) known to hold a negation cue, and known not to.
+_NEGATED_CHUNKS: set[str] = set()
+_PLAIN_CHUNKS: set[str] = set()
+_CHUNKS_MAX = 200_000  # both emptied when they hold more
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,14 +735,40 @@ def _identifiers(text: TextFeatures) -> frozenset[str]:
         for span in _CODE_SPAN_RE.findall(bare):
             found.update(w.strip(_EDGE_PUNCTUATION).lower() for w in span.split())
         bare = _CODE_SPAN_RE.sub(" ", bare)
-    for word in set(bare.split()):  # each distinct word once: the answer is a set
-        word = word.strip(_EDGE_PUNCTUATION)
-        # Code holds one of - _ / = @ : . (_CODE_MARK_RE); most words are not matched at all.
-        if (_CODE_MARK_RE.search(word) and _CODE_WORD_RE.fullmatch(word)
-                and not _ACRONYM_DOTS_RE.fullmatch(word)):
-            found.add(word.lower())
+    if len(_CODE_WORDS) + len(_NOT_CODE) > _CODE_WORDS_MAX:
+        _CODE_WORDS.clear()
+        _NOT_CODE.clear()
+    # Each distinct word once (the answer is a set); the words known not to be code, most of
+    # a text, set aside at once.
+    for word in set(bare.split()) - _NOT_CODE:
+        code = _CODE_WORDS.get(word)
+        if code is None:
+            code = _code_word(word)
+            if not code:
+                _NOT_CODE.add(word)
+                continue
+            _CODE_WORDS[word] = code
+        found.add(code)
     found.discard("")
     return frozenset(found)
+
+
+def _code_word(word: str) -> str:
+    """A bare word as code (lower case, the punctuation around it stripped), or "" when it is
+    not shaped like code."""
+    word = word.strip(_EDGE_PUNCTUATION)
+    # Code holds one of - _ / = @ : . (_CODE_MARK_RE); most words are not matched at all.
+    if (_CODE_MARK_RE.search(word) and _CODE_WORD_RE.fullmatch(word)
+            and not _ACRONYM_DOTS_RE.fullmatch(word)):
+        return word.lower()
+    return ""
+
+
+# Bare words shaped like code -> _code_word(word), and bare words known not to be code: a
+# store repeats its words.
+_CODE_WORDS: dict[str, str] = {}
+_NOT_CODE: set[str] = set()
+_CODE_WORDS_MAX = 200_000  # both emptied when they hold more
 
 
 def identifiers_differ(text_a: _Text, text_b: _Text) -> bool:

@@ -326,6 +326,9 @@ class Reading:
     __slots__ = ("acronyms", "aligned_names", "capitalised", "content", "names", "sequence", "vocabulary")
 
     def __init__(self, parts: _Parts, at_start: bool) -> None:
+        if len(parts) == 1:  # most words: no hyphen
+            self._one(*parts[0], at_start)
+            return
         aligned = [p for p in parts if p[0] not in ARTICLES or (p[0] == "a" and p[3] and not at_start)]
         self.sequence = tuple([p[0] for p in aligned])
         self.aligned_names = tuple([p[1] for p in aligned])
@@ -334,6 +337,18 @@ class Reading:
         self.acronyms = tuple([p[0] for p in parts if p[2]])
         self.capitalised = tuple([p[0] for p in parts if p[3]])
         self.vocabulary = tuple([p[0] for p in parts if not p[0][0].isdigit()])
+
+    def _one(self, form: str, name: bool, acronym: bool, capitalised: bool, at_start: bool) -> None:
+        """The reading of a word of one part (as :meth:`__init__` gives it)."""
+        alone = (form,)
+        aligned = form not in ARTICLES or (form == "a" and capitalised and not at_start)
+        self.sequence = alone if aligned else ()
+        self.aligned_names = (name,) if aligned else ()
+        self.content = alone if aligned and (form not in STOPWORDS or (capitalised and not at_start)) else ()
+        self.names = alone if name else ()
+        self.acronyms = alone if acronym else ()
+        self.capitalised = alone if capitalised else ()
+        self.vocabulary = () if form[0].isdigit() else alone
 
 
 # How the walk of :func:`_text_readings` reads a token, worked out once per token: a word:
