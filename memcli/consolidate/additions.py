@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate, compress
+from operator import itemgetter
 from typing import NamedTuple
 
 from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
@@ -88,8 +89,10 @@ def _body_walk(text: TextFeatures) -> tuple[tuple[str, bool], ...]:
     steps = _WALK_STEPS
     if len(steps) > _WALK_STEPS_MAX:
         steps.clear()
-    return tuple([steps.get(word) or steps.setdefault(word, (word[:STEM_LETTERS], word not in STOPWORDS))
-                  for word in text.words[lead:len(text.words) - trail]])
+    words = text.words[lead:len(text.words) - trail]
+    for word in set(words).difference(steps):  # the few words not seen yet
+        steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
+    return tuple(map(steps.__getitem__, words))  # looked up in C
 
 
 # word -> its step in a walk (stem, is a content word): one shared tuple per word of a store's
@@ -129,10 +132,21 @@ class _Walk(NamedTuple):
 
 
 def _walk_arrays(text: TextFeatures) -> _Walk:
-    walk = text.once("body_walk", _body_walk)
-    stems = tuple([stem for stem, _ in walk])
-    content = tuple([is_content for _, is_content in walk])
+    """:func:`_body_walk` as a :class:`_Walk`, each word looked up in C."""
+    lead, trail = text.attribution_words
+    words = text.words[lead:len(text.words) - trail]
+    steps = _WALK_STEPS
+    if len(steps) > _WALK_STEPS_MAX:
+        steps.clear()
+    for word in set(words).difference(steps):  # the few words not seen yet
+        steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
+    walk = list(map(steps.__getitem__, words))
+    stems = tuple(map(_STEP_STEM, walk))
+    content = tuple(map(_STEP_CONTENT, walk))
     return _Walk(stems, content, frozenset(stems), tuple(accumulate(content, initial=0)))
+
+
+_STEP_STEM, _STEP_CONTENT = itemgetter(0), itemgetter(1)
 
 
 def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:

@@ -188,7 +188,8 @@ _NEGATION_WORDS = frozenset(
     dont doesnt didnt isnt arent wasnt werent wont cant couldnt shouldnt wouldnt hasnt
     havent hadnt mustnt neednt aint""".split()
 )
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "`": "'", "\u00b4": "'"})
+_APOSTROPHE_MARKS = ("\u2019", "\u2018", "`", "\u00b4")
+_APOSTROPHES = str.maketrans(dict.fromkeys(_APOSTROPHE_MARKS, "'"))
 _NEGATION_TOKEN_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _NOT_ONLY_RE = re.compile(r"\bnot\s+only\b")  # "not only X but Y" affirms X
 
@@ -204,7 +205,9 @@ def negation_differs(text_a: _Text, text_b: _Text) -> bool:
 
 def _is_negated(text: TextFeatures) -> bool:
     """True when a text holds a negation cue: a word such as "never" or a "n't" ending."""
-    lowered = text.text.lower().translate(_APOSTROPHES)
+    lowered = text.text.lower()
+    if any(mark in lowered for mark in _APOSTROPHE_MARKS):  # translate() is slow: only when needed
+        lowered = lowered.translate(_APOSTROPHES)
     if _NOT_ONLY_RE.search(lowered):
         return _negated(_NOT_ONLY_RE.sub(" ", lowered))
     # No token holds a space: the text is negated when one of its chunks between spaces is,
@@ -339,8 +342,13 @@ def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
     if _ORDER_WORDS.isdisjoint(text.word_set):
         return frozenset()
     for sentence in _SENTENCE_SPLIT_RE.split(text.text):
-        words = default_process(sentence).split()
-        if _ORDER_WORDS.isdisjoint(words):  # no order word in this sentence (nor a "from")
+        processed = default_process(sentence)
+        # No order word in this sentence (nor a "from"): the substring test is the cheap
+        # one, and a word of the sentence is a substring of it.
+        if not any(word in processed for word in _ORDER_WORDS):
+            continue
+        words = processed.split()
+        if _ORDER_WORDS.isdisjoint(words):
             continue
         words = [w for w in words if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
         marks = [_is_order_word(words, pos) for pos in range(len(words))]

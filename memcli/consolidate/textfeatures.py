@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
 from itertools import chain
+from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar, cast
 
 from rapidfuzz.distance import Levenshtein
@@ -147,22 +148,22 @@ class TextFeatures:
     @cached_property
     def vocabulary(self) -> frozenset[str]:
         """All canonical words, whatever their case (numbers aside)."""
-        return frozenset(chain.from_iterable([r.vocabulary for r in self._distinct_readings]))
+        return frozenset(chain.from_iterable(map(_VOCABULARY, self._distinct_readings)))
 
     @cached_property
     def names(self) -> frozenset[str]:
         """The canonical forms of the words written as names (:attr:`Word.is_name`)."""
-        return frozenset(chain.from_iterable([r.names for r in self._distinct_readings]))
+        return frozenset(chain.from_iterable(map(_NAMES, self._distinct_readings)))
 
     @cached_property
     def acronyms(self) -> frozenset[str]:
         """The canonical forms of the words written as acronyms (:attr:`Word.is_acronym`)."""
-        return frozenset(chain.from_iterable([r.acronyms for r in self._distinct_readings]))
+        return frozenset(chain.from_iterable(map(_ACRONYMS, self._distinct_readings)))
 
     @cached_property
     def capitalised(self) -> tuple[str, ...]:
         """The canonical forms of the capitalised words (:attr:`Word.capitalised`), in order."""
-        return tuple(chain.from_iterable([r.capitalised for r in self._readings]))
+        return tuple(chain.from_iterable(map(_CAPITALISED, self._readings)))
 
     @cached_property
     def initials(self) -> str:
@@ -172,12 +173,12 @@ class TextFeatures:
     @cached_property
     def aligned_names(self) -> tuple[bool, ...]:
         """For each word of :attr:`sequence`, whether it is written as a name."""
-        return tuple(chain.from_iterable([r.aligned_names for r in self._readings]))
+        return tuple(chain.from_iterable(map(_ALIGNED_NAMES, self._readings)))
 
     @cached_property
     def content(self) -> tuple[str, ...]:
         """:func:`content_words` of :attr:`aligned`."""
-        return tuple(chain.from_iterable([r.content for r in self._readings]))
+        return tuple(chain.from_iterable(map(_CONTENT, self._readings)))
 
     @cached_property
     def aligned(self) -> tuple[Word, ...]:
@@ -191,7 +192,7 @@ class TextFeatures:
     @cached_property
     def sequence(self) -> tuple[str, ...]:
         """The canonical forms of :attr:`aligned`."""
-        return tuple(chain.from_iterable([r.sequence for r in self._readings]))
+        return tuple(chain.from_iterable(map(_SEQUENCE, self._readings)))
 
     @cached_property
     def sequence_set(self) -> frozenset[str]:
@@ -349,6 +350,16 @@ class Reading:
         self.acronyms = alone if acronym else ()
         self.capitalised = alone if capitalised else ()
         self.vocabulary = () if form[0].isdigit() else alone
+
+
+# The parts of a Reading, read in C over all the readings of a text.
+_ACRONYMS = attrgetter("acronyms")
+_ALIGNED_NAMES = attrgetter("aligned_names")
+_CAPITALISED = attrgetter("capitalised")
+_CONTENT = attrgetter("content")
+_NAMES = attrgetter("names")
+_SEQUENCE = attrgetter("sequence")
+_VOCABULARY = attrgetter("vocabulary")
 
 
 # How the walk of :func:`_text_readings` reads a token, worked out once per token: a word:
