@@ -292,7 +292,12 @@ def _classify(part: str, at_start: bool) -> tuple[str, bool, bool, bool]:
     capital. (Cached: a store repeats its vocabulary.)"""
     if part[0].isdigit():
         return (part, False, False, False)
-    form = canon(part)
+    return _classify_form(part, canon(part), at_start)
+
+
+def _classify_form(part: str, form: str, at_start: bool) -> tuple[str, bool, bool, bool]:
+    """:func:`_classify` of a word that does not start with a digit, its canonical form
+    given."""
     acronym = bool(ACRONYM_RE.fullmatch(part)) and len(form) > 1
     capitalised = part[0].isupper()
     name = (
@@ -374,10 +379,20 @@ def _token_info(token: str) -> list[Any]:
     """How :func:`_text_readings` reads a token (see :data:`_TOKENS`)."""
     # "Mr. Smith", "J. Smith": a full stop after an abbreviation or an initial is its own
     # (as :func:`_starts_sentence` has it).
-    owns_stop = canon(token) in ABBREVIATIONS or len(token) == 1
+    form = canon(token)
+    owns_stop = form in ABBREVIATIONS or len(token) == 1
     if token[0].isalnum():
-        return [True, owns_stop, None, None]
+        return [True, owns_stop, None, None, form]
     return [False, owns_stop, token in _SENTENCE_MARKS, token[0] in ".!?"]
+
+
+def _reading(token: str, form: str, at_start: bool) -> Reading:
+    """The :class:`Reading` of a word token (``form`` its canonical form): what
+    ``Reading(_token_parts(token, at_start)[1], at_start)`` gives, without the caches and
+    their keys for the usual word of one part (a token is read this way once per run)."""
+    if "-" in token and not ACRONYM_RE.fullmatch(token) or token[0].isdigit():
+        return Reading(_token_parts(token, at_start)[1], at_start)
+    return Reading((_classify_form(token, form, at_start),), at_start)
 
 
 # Chunk (a stretch of text between two spaces) -> (its Readings, the state after it), one
@@ -428,7 +443,7 @@ def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int]:
             slot = 2 if at_start else 3
             reading = info[slot]
             if reading is None:
-                reading = info[slot] = Reading(_token_parts(token, at_start)[1], at_start)
+                reading = info[slot] = _reading(token, info[4], at_start)
             append(reading)
             at_start = False
         else:
