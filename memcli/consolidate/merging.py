@@ -116,8 +116,8 @@ class DuplicateMerging(MergeGroups):
             return 0.0
         from memcli.consolidate import learned
 
-        similar = learned.similar_pair(score, texts[k], texts[m], self._features(block[k]), self._features(block[m]),
-                                       self.cfg.content_similarity)
+        similar = learned.similar_pair(score, texts[k], texts[m], self._features(block[k]),
+                                       self._features(block[m]), self.cfg.content_similarity)
         return 1.0 if similar else 0.0
 
     # ------------------------------------------------------------ SPEC 9: grey-zone pairs
