@@ -98,7 +98,7 @@ def _body_walk(text: TextFeatures) -> tuple[tuple[str, bool], ...]:
 # word -> its step in a walk (stem, is a content word): one shared tuple per word of a store's
 # vocabulary rather than one per word of every text; emptied when it holds this many words.
 _WALK_STEPS: dict[str, tuple[str, bool]] = {}
-_WALK_STEPS_MAX = 200_000
+_WALK_STEPS_MAX = 65_536
 
 
 def _body_stems(text: TextFeatures) -> tuple[dict[str, int], dict[str, int]]:

@@ -237,7 +237,7 @@ def _negated(lowered: str) -> bool:
 # Lower-case chunks (text between spaces) known to hold a negation cue, and known not to.
 _NEGATED_CHUNKS: set[str] = set()
 _PLAIN_CHUNKS: set[str] = set()
-_CHUNKS_MAX = 200_000  # both emptied when they hold more
+_CHUNKS_MAX = 65_536  # both emptied when they hold more (a few MB)
 
 
 # --------------------------------------------------------------------------------------------
@@ -776,7 +776,7 @@ def _code_word(word: str) -> str:
 # store repeats its words.
 _CODE_WORDS: dict[str, str] = {}
 _NOT_CODE: set[str] = set()
-_CODE_WORDS_MAX = 200_000  # both emptied when they hold more
+_CODE_WORDS_MAX = 65_536  # both emptied when they hold more (a few MB)
 
 
 def identifiers_differ(text_a: _Text, text_b: _Text) -> bool:

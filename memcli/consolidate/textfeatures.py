@@ -372,7 +372,7 @@ _VOCABULARY = attrgetter("vocabulary")
 # (each Reading made when first needed); a mark: [False, a full stop after it belongs to
 # it, it makes the next capital sentence case, it is a full stop (or ! ?)].
 _TOKENS: dict[str, list[Any]] = {}
-_TOKENS_MAX = 200_000  # distinct tokens kept (a store repeats its vocabulary); emptied when full
+_TOKENS_MAX = 32_768  # distinct tokens kept (a store repeats its vocabulary); emptied when full
 
 
 def _token_info(token: str) -> list[Any]:
@@ -398,7 +398,7 @@ def _reading(token: str, form: str, at_start: bool) -> Reading:
 # Chunk (a stretch of text between two spaces) -> (its Readings, the state after it), one
 # table per state the walk enters it in (2 * at a sentence start + a full stop would be owned).
 _CHUNKS: tuple[dict[str, tuple[tuple[Reading, ...], int]], ...] = ({}, {}, {}, {})
-_CHUNKS_MAX = 200_000  # chunks kept per table; emptied when full
+_CHUNKS_MAX = 16_384  # chunks kept per table (a few MB each); emptied when full
 
 
 def _text_readings(text: str) -> list[Reading]:
