@@ -12,7 +12,11 @@ What restatements add without meaning anything (an attribution such as "..., he 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from itertools import accumulate, compress
+from operator import itemgetter
+from typing import NamedTuple
 
 from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
 from memcli.consolidate.textfeatures import (
@@ -82,20 +86,28 @@ def _body_walk(text: TextFeatures) -> tuple[tuple[str, bool], ...]:
     """The words :func:`_longest_new_run` walks (a bare attribution aside), as (stem, is a
     content word): worked out once per text, walked once per pair."""
     lead, trail = text.attribution_words
-    return tuple((word[:STEM_LETTERS], word not in STOPWORDS)
-                 for word in text.words[lead:len(text.words) - trail])
+    steps = _WALK_STEPS
+    if len(steps) > _WALK_STEPS_MAX:
+        steps.clear()
+    words = text.words[lead:len(text.words) - trail]
+    for word in set(words).difference(steps):  # the few words not seen yet
+        steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
+    return tuple(map(steps.__getitem__, words))  # looked up in C
+
+
+# word -> its step in a walk (stem, is a content word): one shared tuple per word of a store's
+# vocabulary rather than one per word of every text; emptied when it holds this many words.
+_WALK_STEPS: dict[str, tuple[str, bool]] = {}
+_WALK_STEPS_MAX = 65_536
 
 
 def _body_stems(text: TextFeatures) -> tuple[dict[str, int], dict[str, int]]:
     """How often each stem occurs among the words :func:`_longest_new_run` walks (a bare
     attribution aside), over all words and over content words."""
-    counts: dict[str, int] = {}
-    content: dict[str, int] = {}
-    for stem, is_content in text.once("body_walk", _body_walk):
-        counts[stem] = counts.get(stem, 0) + 1
-        if is_content:
-            content[stem] = content.get(stem, 0) + 1
-    return counts, content
+    walk = text.once("body_walk", _body_walk)
+    stems = [stem for stem, _ in walk]
+    # Counted in C: a long text walks hundreds of words.
+    return Counter(stems), Counter(compress(stems, [is_content for _, is_content in walk]))
 
 
 def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:
@@ -107,6 +119,63 @@ def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:
     if sum(content[stem] for stem in content.keys() - stems_b) < EXTRA_DETAIL_CONTENT:
         return False
     return sum(counts[stem] for stem in counts.keys() - stems_b) >= EXTRA_DETAIL_RUN
+
+
+class _Walk(NamedTuple):
+    """The walk of :func:`_body_walk` as arrays: the stems, whether each is a content word,
+    the set of stems, and how many content words stand before each position."""
+
+    stems: tuple[str, ...]
+    content: tuple[bool, ...]
+    stem_set: frozenset[str]
+    content_before: tuple[int, ...]
+
+
+def _walk_arrays(text: TextFeatures) -> _Walk:
+    """:func:`_body_walk` as a :class:`_Walk`, each word looked up in C."""
+    lead, trail = text.attribution_words
+    words = text.words[lead:len(text.words) - trail]
+    steps = _WALK_STEPS
+    if len(steps) > _WALK_STEPS_MAX:
+        steps.clear()
+    for word in set(words).difference(steps):  # the few words not seen yet
+        steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
+    walk = list(map(steps.__getitem__, words))
+    stems = tuple(map(_STEP_STEM, walk))
+    content = tuple(map(_STEP_CONTENT, walk))
+    return _Walk(stems, content, frozenset(stems), tuple(accumulate(content, initial=0)))
+
+
+_STEP_STEM, _STEP_CONTENT = itemgetter(0), itemgetter(1)
+
+
+def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
+    """True when A holds a run of new words :func:`extra_detail` counts (what
+    ``_may_hold_run(a, b) and _longest_new_run(a, b, EXTRA_DETAIL_RUN) >= EXTRA_DETAIL_RUN``
+    says), found from the positions of A's new words alone.
+
+    Between two new words of A stand only words B has; one of them a content word ends the
+    run, which the count of content words before each position tells without walking there.
+    Two near copies have few new words, so a pair costs a few set operations."""
+    walk = a.once("walk", _walk_arrays)
+    new_stems = walk.stem_set - b.stems
+    if not new_stems:
+        return False
+    new = list(compress(range(len(walk.stems)), map(new_stems.__contains__, walk.stems)))
+    if len(new) < EXTRA_DETAIL_RUN:
+        return False
+    content, before = walk.content, walk.content_before
+    run = run_content = 0
+    last = -1
+    for pos in new:
+        if last >= 0 and before[pos] != before[last + 1]:  # a content word B has stands between
+            run = run_content = 0
+        run += 1
+        run_content += content[pos]
+        if run >= EXTRA_DETAIL_RUN and run_content >= EXTRA_DETAIL_CONTENT:
+            return True
+        last = pos
+    return False
 
 
 def extra_detail(text_a: _Text, text_b: _Text) -> bool:
@@ -121,8 +190,7 @@ def extra_detail(text_a: _Text, text_b: _Text) -> bool:
     said to a standing ovation.").
     """
     a, b = _f(text_a), _f(text_b)
-    return any(_may_hold_run(x, y) and _longest_new_run(x, y, EXTRA_DETAIL_RUN) >= EXTRA_DETAIL_RUN
-               for x, y in ((a, b), (b, a)))
+    return _holds_new_run(a, b) or _holds_new_run(b, a)
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,15 +232,14 @@ def _verbs(text: TextFeatures, start: int, end: int) -> list[str]:
     auxiliaries, irregular past forms, "-ed" forms, and a word right after a subject pronoun
     ("they chatted", "she accepts")."""
     found: list[str] = []
-    aligned = text.aligned
+    sequence, names = text.sequence, text.aligned_names  # the canonical forms of text.aligned
     for pos in range(start, end):
-        word = aligned[pos]
-        canon = word.canon
-        if canon in SPEECH_VERBS or word.is_name:
+        canon = sequence[pos]
+        if canon in SPEECH_VERBS or names[pos]:
             continue
         if (canon in _AUXILIARIES or canon in _IRREGULAR_PAST
                 or (len(canon) >= 4 and canon.endswith("ed") and canon not in _NOT_PAST)
-                or (pos > start and aligned[pos - 1].canon in _SUBJECTS and canon not in STOPWORDS)):
+                or (pos > start and sequence[pos - 1] in _SUBJECTS and canon not in STOPWORDS)):
             found.append(canon)
     return found
 

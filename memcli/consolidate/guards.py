@@ -188,7 +188,8 @@ _NEGATION_WORDS = frozenset(
     dont doesnt didnt isnt arent wasnt werent wont cant couldnt shouldnt wouldnt hasnt
     havent hadnt mustnt neednt aint""".split()
 )
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "`": "'", "\u00b4": "'"})
+_APOSTROPHE_MARKS = ("\u2019", "\u2018", "`", "\u00b4")
+_APOSTROPHES = str.maketrans(dict.fromkeys(_APOSTROPHE_MARKS, "'"))
 _NEGATION_TOKEN_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _NOT_ONLY_RE = re.compile(r"\bnot\s+only\b")  # "not only X but Y" affirms X
 
@@ -204,11 +205,39 @@ def negation_differs(text_a: _Text, text_b: _Text) -> bool:
 
 def _is_negated(text: TextFeatures) -> bool:
     """True when a text holds a negation cue: a word such as "never" or a "n't" ending."""
-    lowered = _NOT_ONLY_RE.sub(" ", text.text.lower().translate(_APOSTROPHES))
+    lowered = text.text.lower()
+    if any(mark in lowered for mark in _APOSTROPHE_MARKS):  # translate() is slow: only when needed
+        lowered = lowered.translate(_APOSTROPHES)
+    if _NOT_ONLY_RE.search(lowered):
+        return _negated(_NOT_ONLY_RE.sub(" ", lowered))
+    # No token holds a space: the text is negated when one of its chunks between spaces is,
+    # and a store repeats its chunks (each looked at once, then looked up as a set).
+    if len(_PLAIN_CHUNKS) + len(_NEGATED_CHUNKS) > _CHUNKS_MAX:
+        _PLAIN_CHUNKS.clear()
+        _NEGATED_CHUNKS.clear()
+    chunks = set(lowered.split(" "))
+    if not _NEGATED_CHUNKS.isdisjoint(chunks):
+        return True
+    for chunk in chunks - _PLAIN_CHUNKS:
+        if _negated(chunk):
+            _NEGATED_CHUNKS.add(chunk)
+            return True
+        _PLAIN_CHUNKS.add(chunk)
+    return False
+
+
+def _negated(lowered: str) -> bool:
+    """True when a lower-case text (its "not only" set aside) holds a negation cue."""
     tokens = _NEGATION_TOKEN_RE.findall(lowered)
     if not _NEGATION_WORDS.isdisjoint(tokens):
         return True
     return "n't" in lowered and any(token.endswith("n't") for token in tokens)
+
+
+# Lower-case chunks (text between spaces) known to hold a negation cue, and known not to.
+_NEGATED_CHUNKS: set[str] = set()
+_PLAIN_CHUNKS: set[str] = set()
+_CHUNKS_MAX = 65_536  # both emptied when they hold more (a few MB)
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,8 +289,8 @@ def polarity_differs(text_a: _Text, text_b: _Text) -> bool:
 def _polarity(text: TextFeatures) -> dict[int, int]:
     """Antonym pair number -> 1 when the text uses only its left side, 2 only its right."""
     used: dict[int, int] = {}
-    for word in text.word_set:
-        for pair, side in _POLARITY_WORDS.get(word, ()):
+    for word in text.word_set.intersection(_POLARITY_WORDS):  # most texts hold none or a few
+        for pair, side in _POLARITY_WORDS[word]:
             used[pair] = used.get(pair, 0) | side
     return {pair: sides for pair, sides in used.items() if sides != 3}
 
@@ -313,10 +342,15 @@ def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
     if _ORDER_WORDS.isdisjoint(text.word_set):
         return frozenset()
     for sentence in _SENTENCE_SPLIT_RE.split(text.text):
-        words = [w for w in default_process(sentence).split()
-                 if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
-        if _ORDER_WORDS.isdisjoint(words):  # no order word in this sentence (nor a "from")
+        processed = default_process(sentence)
+        # No order word in this sentence (nor a "from"): the substring test is the cheap
+        # one, and a word of the sentence is a substring of it.
+        if not any(word in processed for word in _ORDER_WORDS):
             continue
+        words = processed.split()
+        if _ORDER_WORDS.isdisjoint(words):
+            continue
+        words = [w for w in words if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
         marks = [_is_order_word(words, pos) for pos in range(len(words))]
         for pos, word in enumerate(words):
             if marks[pos]:
@@ -595,11 +629,10 @@ def _letters(acronym: str) -> str:
     return "".join(ch for ch in acronym if ch.isalpha())
 
 
-def _spelled_out(words: Sequence[Word], acronyms: frozenset[str]) -> set[str]:
+def _spelled_out(text: TextFeatures, acronyms: frozenset[str]) -> set[str]:
     """Capitalised words whose initials, in a row, spell one of ``acronyms``
     ("United Nations" for "UN", "Standard & Poor's" for "S&P")."""
-    capitalised = [w.canon for w in words if w.capitalised]
-    initials = "".join(word[0] for word in capitalised)
+    capitalised, initials = text.capitalised, text.initials
     covered: set[str] = set()
     for acronym in acronyms:
         letters = _letters(acronym)
@@ -639,10 +672,7 @@ class _Names(NamedTuple):
 
 
 def _names(text: TextFeatures) -> _Names:
-    tokens = text.tokens
-    return _Names(frozenset(w.canon for w in tokens if w.is_name and w.canon not in _DATE_NAMES),
-                  frozenset(w.canon for w in tokens if w.is_acronym),
-                  "".join(w.canon[0] for w in tokens if w.capitalised))
+    return _Names(text.names - _DATE_NAMES, text.acronyms, text.initials)
 
 
 def _unmatched_names(a: TextFeatures, b: TextFeatures) -> frozenset[str]:
@@ -653,7 +683,7 @@ def _unmatched_names(a: TextFeatures, b: TextFeatures) -> frozenset[str]:
         return frozenset()
     names_b = b.once("names", _names)
     # "United Nations" here and "UN" there, or "UN" here and "United Nations" there.
-    candidates -= _spelled_out(a.tokens, names_b.acronyms)
+    candidates -= _spelled_out(a, names_b.acronyms)
     return frozenset(
         name
         for name in candidates
@@ -713,14 +743,40 @@ def _identifiers(text: TextFeatures) -> frozenset[str]:
         for span in _CODE_SPAN_RE.findall(bare):
             found.update(w.strip(_EDGE_PUNCTUATION).lower() for w in span.split())
         bare = _CODE_SPAN_RE.sub(" ", bare)
-    for word in bare.split():
-        word = word.strip(_EDGE_PUNCTUATION)
-        # Code holds one of - _ / = @ : . (_CODE_MARK_RE); most words are not matched at all.
-        if (_CODE_MARK_RE.search(word) and _CODE_WORD_RE.fullmatch(word)
-                and not _ACRONYM_DOTS_RE.fullmatch(word)):
-            found.add(word.lower())
+    if len(_CODE_WORDS) + len(_NOT_CODE) > _CODE_WORDS_MAX:
+        _CODE_WORDS.clear()
+        _NOT_CODE.clear()
+    # Each distinct word once (the answer is a set); the words known not to be code, most of
+    # a text, set aside at once.
+    for word in set(bare.split()) - _NOT_CODE:
+        code = _CODE_WORDS.get(word)
+        if code is None:
+            code = _code_word(word)
+            if not code:
+                _NOT_CODE.add(word)
+                continue
+            _CODE_WORDS[word] = code
+        found.add(code)
     found.discard("")
     return frozenset(found)
+
+
+def _code_word(word: str) -> str:
+    """A bare word as code (lower case, the punctuation around it stripped), or "" when it is
+    not shaped like code."""
+    word = word.strip(_EDGE_PUNCTUATION)
+    # Code holds one of - _ / = @ : . (_CODE_MARK_RE); most words are not matched at all.
+    if (_CODE_MARK_RE.search(word) and _CODE_WORD_RE.fullmatch(word)
+            and not _ACRONYM_DOTS_RE.fullmatch(word)):
+        return word.lower()
+    return ""
+
+
+# Bare words shaped like code -> _code_word(word), and bare words known not to be code: a
+# store repeats its words.
+_CODE_WORDS: dict[str, str] = {}
+_NOT_CODE: set[str] = set()
+_CODE_WORDS_MAX = 65_536  # both emptied when they hold more (a few MB)
 
 
 def identifiers_differ(text_a: _Text, text_b: _Text) -> bool:

@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from rapidfuzz import fuzz
 
-from memcli.consolidate.textfeatures import STEM_LETTERS, TextFeatures, content_words
+from memcli.consolidate.textfeatures import STEM_LETTERS, TextFeatures
 
 __all__ = [
     "FLOOR_GAP",
@@ -50,6 +50,7 @@ __all__ = [
     "applies",
     "pair_signals",
     "similar_enough",
+    "similar_pair",
 ]
 
 # The scorer the weights were fitted for.
@@ -94,7 +95,7 @@ def applies(scorer: str) -> bool:
 
 
 def _content_stems(text: TextFeatures) -> frozenset[str]:
-    return frozenset(word[:STEM_LETTERS] for word in content_words(text.aligned))
+    return frozenset([word[:STEM_LETTERS] for word in text.content])
 
 
 def pair_signals(left: str, right: str, text_a: TextFeatures, text_b: TextFeatures) -> PairSignals:
@@ -102,6 +103,38 @@ def pair_signals(left: str, right: str, text_a: TextFeatures, text_b: TextFeatur
     (:func:`memcli.consolidate.rules.content_text`), ``text_a`` and ``text_b`` their raw
     texts' features (the content-word stems are kept in them, so a text compared with many
     others is analysed once)."""
+    return _cheap_signals(left, right, text_a, text_b)._replace(partial=_partial(left, right))
+
+
+def similar_pair(similarity: float, left: str, right: str, text_a: TextFeatures, text_b: TextFeatures,
+                 threshold: float) -> bool:
+    """``similar_enough(similarity, pair_signals(left, right, text_a, text_b), threshold)``,
+    with ``partial`` (the costly signal: about 0.4 ms a pair of long texts) worked out only
+    when the others leave the decision open.
+
+    ``partial`` lies in [0, 1] and its weight is negative, so the adjusted similarity with
+    ``partial`` = 1 is a lower bound and with ``partial`` = 0 an upper bound (floating-point
+    products and sums keep that order): a lower bound above the threshold decides yes, an
+    upper bound at or below it decides no, exactly as the full signals would.
+    """
+    if similarity <= threshold - FLOOR_GAP:
+        return False
+    cheap = _cheap_signals(left, right, text_a, text_b)
+    if similarity >= 1.0 and cheap.ratio >= 1.0:
+        return threshold < 1.0
+    if adjusted_similarity(similarity, cheap._replace(partial=1.0)) > threshold:
+        return True
+    if adjusted_similarity(similarity, cheap._replace(partial=0.0)) <= threshold:
+        return False
+    return similar_enough(similarity, cheap._replace(partial=_partial(left, right)), threshold)
+
+
+def _partial(left: str, right: str) -> float:
+    return fuzz.partial_ratio(left[:PARTIAL_CHARS], right[:PARTIAL_CHARS], processor=None) / 100.0
+
+
+def _cheap_signals(left: str, right: str, text_a: TextFeatures, text_b: TextFeatures) -> PairSignals:
+    """:func:`pair_signals` but ``partial``, left at 0."""
     stems_a = text_a.once("content_stems", _content_stems)
     stems_b = text_b.once("content_stems", _content_stems)
     union = len(stems_a | stems_b)
@@ -109,7 +142,7 @@ def pair_signals(left: str, right: str, text_a: TextFeatures, text_b: TextFeatur
     longer = max(words_a, words_b, 1)
     return PairSignals(
         ratio=fuzz.ratio(left, right, processor=None) / 100.0,
-        partial=fuzz.partial_ratio(left[:PARTIAL_CHARS], right[:PARTIAL_CHARS], processor=None) / 100.0,
+        partial=0.0,
         length_ratio=min(words_a, words_b) / longer,
         jaccard=len(stems_a & stems_b) / union if union else 0.0,
     )

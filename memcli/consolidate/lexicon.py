@@ -173,8 +173,15 @@ def senses(word: str) -> tuple[tuple[str, int], ...]:
 
 def known_words(words: frozenset[str]) -> frozenset[str]:
     """The words of a set that have senses (:func:`senses` is not empty for exactly these)."""
+    return words & _known()
+
+
+@lru_cache(maxsize=1)
+def _known() -> frozenset[str]:
+    """Every word :func:`senses` knows: each form, and its plural when longer than three
+    letters (a set, so that :func:`known_words` is one intersection)."""
     index = _index()
-    return frozenset(w for w in words if w in index or (len(w) > 3 and w.endswith("s") and w[:-1] in index))
+    return frozenset(index).union(form + "s" for form in index if len(form) + 1 > 3)
 
 
 def contrast(word_a: str, word_b: str) -> bool:

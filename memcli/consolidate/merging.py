@@ -116,8 +116,9 @@ class DuplicateMerging(MergeGroups):
             return 0.0
         from memcli.consolidate import learned
 
-        signals = learned.pair_signals(texts[k], texts[m], self._features(block[k]), self._features(block[m]))
-        return 1.0 if learned.similar_enough(score, signals, self.cfg.content_similarity) else 0.0
+        similar = learned.similar_pair(score, texts[k], texts[m], self._features(block[k]),
+                                       self._features(block[m]), self.cfg.content_similarity)
+        return 1.0 if similar else 0.0
 
     # ------------------------------------------------------------ SPEC 9: grey-zone pairs
 

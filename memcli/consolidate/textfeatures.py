@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
+from itertools import chain
+from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar, cast
 
 from rapidfuzz.distance import Levenshtein
@@ -29,6 +31,7 @@ __all__ = [
     "STEM_LETTERS",
     "STOPWORDS",
     "Op",
+    "Reading",
     "TextFeatures",
     "Word",
     "content_words",
@@ -125,7 +128,7 @@ class TextFeatures:
     @cached_property
     def stems(self) -> frozenset[str]:
         """First letters of each normalised word: forms of one word share them."""
-        return frozenset([w[:STEM_LETTERS] for w in self.words])
+        return frozenset([w[:STEM_LETTERS] for w in self.word_set])
 
     @cached_property
     def tokens(self) -> tuple[Word, ...]:
@@ -133,9 +136,49 @@ class TextFeatures:
         return _text_words(self.text)
 
     @cached_property
+    def _readings(self) -> list[Reading]:
+        """What each word token of the text contributes (:class:`Reading`), in order: the
+        features most pairs need, read without building a :class:`Word` for every word."""
+        return _text_readings(self.text)
+
+    @cached_property
+    def _distinct_readings(self) -> list[Reading]:
+        return list(set(self._readings))  # a text repeats its words; the sets need each once
+
+    @cached_property
     def vocabulary(self) -> frozenset[str]:
         """All canonical words, whatever their case (numbers aside)."""
-        return frozenset(w.canon for w in self.tokens if not w.canon[0].isdigit())
+        return frozenset(chain.from_iterable(map(_VOCABULARY, self._distinct_readings)))
+
+    @cached_property
+    def names(self) -> frozenset[str]:
+        """The canonical forms of the words written as names (:attr:`Word.is_name`)."""
+        return frozenset(chain.from_iterable(map(_NAMES, self._distinct_readings)))
+
+    @cached_property
+    def acronyms(self) -> frozenset[str]:
+        """The canonical forms of the words written as acronyms (:attr:`Word.is_acronym`)."""
+        return frozenset(chain.from_iterable(map(_ACRONYMS, self._distinct_readings)))
+
+    @cached_property
+    def capitalised(self) -> tuple[str, ...]:
+        """The canonical forms of the capitalised words (:attr:`Word.capitalised`), in order."""
+        return tuple(chain.from_iterable(map(_CAPITALISED, self._readings)))
+
+    @cached_property
+    def initials(self) -> str:
+        """The first letters of :attr:`capitalised`, in order."""
+        return "".join([word[0] for word in self.capitalised])
+
+    @cached_property
+    def aligned_names(self) -> tuple[bool, ...]:
+        """For each word of :attr:`sequence`, whether it is written as a name."""
+        return tuple(chain.from_iterable(map(_ALIGNED_NAMES, self._readings)))
+
+    @cached_property
+    def content(self) -> tuple[str, ...]:
+        """:func:`content_words` of :attr:`aligned`."""
+        return tuple(chain.from_iterable(map(_CONTENT, self._readings)))
 
     @cached_property
     def aligned(self) -> tuple[Word, ...]:
@@ -149,7 +192,7 @@ class TextFeatures:
     @cached_property
     def sequence(self) -> tuple[str, ...]:
         """The canonical forms of :attr:`aligned`."""
-        return tuple(w.canon for w in self.aligned)
+        return tuple(chain.from_iterable(map(_SEQUENCE, self._readings)))
 
     @cached_property
     def sequence_set(self) -> frozenset[str]:
@@ -199,7 +242,7 @@ class TextFeatures:
     @cached_property
     def content_count(self) -> int:
         """How many words of the text carry meaning (not function words, not articles)."""
-        return len(content_words(self.aligned))
+        return len(self.content)
 
 
 @lru_cache(maxsize=4096)
@@ -249,7 +292,12 @@ def _classify(part: str, at_start: bool) -> tuple[str, bool, bool, bool]:
     capital. (Cached: a store repeats its vocabulary.)"""
     if part[0].isdigit():
         return (part, False, False, False)
-    form = canon(part)
+    return _classify_form(part, canon(part), at_start)
+
+
+def _classify_form(part: str, form: str, at_start: bool) -> tuple[str, bool, bool, bool]:
+    """:func:`_classify` of a word that does not start with a digit, its canonical form
+    given."""
     acronym = bool(ACRONYM_RE.fullmatch(part)) and len(form) > 1
     capitalised = part[0].isupper()
     name = (
@@ -272,6 +320,136 @@ def _token_parts(token: str, at_start: bool) -> tuple[bool, _Parts]:
     analysed token by token, and a store repeats its vocabulary.)"""
     parts = [token] if "-" not in token or ACRONYM_RE.fullmatch(token) else token.split("-")
     return (token.lower() in _CLAUSE_WORDS, tuple(_classify(part, at_start) for part in parts if part))
+
+
+class Reading:
+    """What one word token adds to its text's features, read at a sentence start or inside
+    one (the parts of a hyphenated word together): the canonical forms it adds to
+    :attr:`TextFeatures.sequence` and whether each is written as a name, those it adds to
+    :attr:`TextFeatures.content`, its names (date names included), acronyms, capitalised
+    words, and its vocabulary."""
+
+    __slots__ = ("acronyms", "aligned_names", "capitalised", "content", "names", "sequence", "vocabulary")
+
+    def __init__(self, parts: _Parts, at_start: bool) -> None:
+        if len(parts) == 1:  # most words: no hyphen
+            self._one(*parts[0], at_start)
+            return
+        aligned = [p for p in parts if p[0] not in ARTICLES or (p[0] == "a" and p[3] and not at_start)]
+        self.sequence = tuple([p[0] for p in aligned])
+        self.aligned_names = tuple([p[1] for p in aligned])
+        self.content = tuple([p[0] for p in aligned if p[0] not in STOPWORDS or (p[3] and not at_start)])
+        self.names = tuple([p[0] for p in parts if p[1]])
+        self.acronyms = tuple([p[0] for p in parts if p[2]])
+        self.capitalised = tuple([p[0] for p in parts if p[3]])
+        self.vocabulary = tuple([p[0] for p in parts if not p[0][0].isdigit()])
+
+    def _one(self, form: str, name: bool, acronym: bool, capitalised: bool, at_start: bool) -> None:
+        """The reading of a word of one part (as :meth:`__init__` gives it)."""
+        alone = (form,)
+        aligned = form not in ARTICLES or (form == "a" and capitalised and not at_start)
+        self.sequence = alone if aligned else ()
+        self.aligned_names = (name,) if aligned else ()
+        self.content = alone if aligned and (form not in STOPWORDS or (capitalised and not at_start)) else ()
+        self.names = alone if name else ()
+        self.acronyms = alone if acronym else ()
+        self.capitalised = alone if capitalised else ()
+        self.vocabulary = () if form[0].isdigit() else alone
+
+
+# The parts of a Reading, read in C over all the readings of a text.
+_ACRONYMS = attrgetter("acronyms")
+_ALIGNED_NAMES = attrgetter("aligned_names")
+_CAPITALISED = attrgetter("capitalised")
+_CONTENT = attrgetter("content")
+_NAMES = attrgetter("names")
+_SEQUENCE = attrgetter("sequence")
+_VOCABULARY = attrgetter("vocabulary")
+
+
+# How the walk of :func:`_text_readings` reads a token, worked out once per token: a word:
+# [True, a full stop after it belongs to it, its Reading at a sentence start, inside one]
+# (each Reading made when first needed); a mark: [False, a full stop after it belongs to
+# it, it makes the next capital sentence case, it is a full stop (or ! ?)].
+_TOKENS: dict[str, list[Any]] = {}
+_TOKENS_MAX = 32_768  # distinct tokens kept (a store repeats its vocabulary); emptied when full
+
+
+def _token_info(token: str) -> list[Any]:
+    """How :func:`_text_readings` reads a token (see :data:`_TOKENS`)."""
+    # "Mr. Smith", "J. Smith": a full stop after an abbreviation or an initial is its own
+    # (as :func:`_starts_sentence` has it).
+    form = canon(token)
+    owns_stop = form in ABBREVIATIONS or len(token) == 1
+    if token[0].isalnum():
+        return [True, owns_stop, None, None, form]
+    return [False, owns_stop, token in _SENTENCE_MARKS, token[0] in ".!?"]
+
+
+def _reading(token: str, form: str, at_start: bool) -> Reading:
+    """The :class:`Reading` of a word token (``form`` its canonical form): what
+    ``Reading(_token_parts(token, at_start)[1], at_start)`` gives, without the caches and
+    their keys for the usual word of one part (a token is read this way once per run)."""
+    if "-" in token and not ACRONYM_RE.fullmatch(token) or token[0].isdigit():
+        return Reading(_token_parts(token, at_start)[1], at_start)
+    return Reading((_classify_form(token, form, at_start),), at_start)
+
+
+# Chunk (a stretch of text between two spaces) -> (its Readings, the state after it), one
+# table per state the walk enters it in (2 * at a sentence start + a full stop would be owned).
+_CHUNKS: tuple[dict[str, tuple[tuple[Reading, ...], int]], ...] = ({}, {}, {}, {})
+_CHUNKS_MAX = 16_384  # chunks kept per table (a few MB each); emptied when full
+
+
+def _text_readings(text: str) -> list[Reading]:
+    """The :class:`Reading` of each word token of a raw text, in order: the walk of
+    :func:`_text_words`, keeping only whether a sentence starts.
+
+    No token holds a space, and a full stop before a space ends the same token whether a space
+    or the end of the stretch follows it: the tokens of a text are those of its chunks
+    between spaces, in order. So the walk goes chunk by chunk, each chunk's readings and the
+    state after it looked up by the chunk and the state before it (a store repeats its
+    words, punctuation included)."""
+    readings: list[Reading] = []
+    extend = readings.extend
+    tables = _CHUNKS
+    state = 2  # at a sentence start, no full stop owned
+    for chunk in text.split(" "):
+        found = tables[state].get(chunk)
+        if found is None:
+            table = tables[state]
+            if len(table) >= _CHUNKS_MAX:
+                table.clear()
+            found = table[chunk] = _chunk_readings(chunk, state)
+        extend(found[0])
+        state = found[1]
+    return readings
+
+
+def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int]:
+    """The readings of one chunk (no space in it) entered in ``state`` (see :data:`_CHUNKS`),
+    and the state after it."""
+    readings: list[Reading] = []
+    append = readings.append
+    tokens = _TOKENS
+    if len(tokens) > _TOKENS_MAX:
+        tokens.clear()
+    at_start, stop_owned = state >= 2, bool(state & 1)
+    for token in _TOKEN_RE.findall(chunk):
+        info = tokens.get(token)
+        if info is None:
+            info = tokens[token] = _token_info(token)
+        if info[0]:
+            slot = 2 if at_start else 3
+            reading = info[slot]
+            if reading is None:
+                reading = info[slot] = _reading(token, info[4], at_start)
+            append(reading)
+            at_start = False
+        else:
+            at_start = at_start or info[2] or (info[3] and not stop_owned)
+        stop_owned = info[1]
+    return tuple(readings), 2 * at_start + stop_owned
 
 
 def _text_words(text: str) -> tuple[Word, ...]:

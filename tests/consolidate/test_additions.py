@@ -13,8 +13,11 @@ from memcli.consolidate.additions import (
     CLAUSE_NEW_WITHOUT_VERB,
     EXTRA_DETAIL_CONTENT,
     EXTRA_DETAIL_RUN,
+    _body_walk,
+    _holds_new_run,
     _longest_new_run,
     _may_hold_run,
+    _walk_arrays,
     clause_added,
     extra_detail,
 )
@@ -177,3 +180,26 @@ def test_a_run_search_that_stops_early_answers_the_same(a: list[str], b: list[st
     early = _longest_new_run(text_a, text_b, enough)
     assert (early >= enough) == (full >= enough) and early <= full
     assert early == full or early >= enough
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_RUN_WORDS, min_size=0, max_size=30), st.lists(_RUN_WORDS, min_size=0, max_size=30))
+def test_the_run_found_from_new_word_positions_is_the_walks(a: list[str], b: list[str]) -> None:
+    # extra_detail asks _holds_new_run, which must answer what the pre-check and the word walk
+    # answer together (helper guards6).
+    text_a, text_b = TextFeatures(" ".join(a) + ", Priya said."), TextFeatures(" ".join(b))
+    for x, y in ((text_a, text_b), (text_b, text_a)):
+        walk = (_may_hold_run(x, y) and _longest_new_run(x, y, EXTRA_DETAIL_RUN) >= EXTRA_DETAIL_RUN)
+        assert _holds_new_run(x, y) is walk
+        arrays = _walk_arrays(x)
+        assert tuple(zip(arrays.stems, arrays.content, strict=True)) == _body_walk(x)
+
+
+def test_the_run_from_positions_at_its_edges() -> None:
+    other = TextFeatures("deploys finish")
+    assert not _holds_new_run(TextFeatures("rollbacks twice"), other)  # two new words
+    assert _holds_new_run(TextFeatures("they had rollbacks twice there"), other)  # five, two content
+    # a content word the other text has ends the run: four and one new words
+    assert not _holds_new_run(TextFeatures("they had rollbacks twice finish there"), other)
+    # a function word it has bridges it
+    assert _holds_new_run(TextFeatures("they had rollbacks the twice there"), TextFeatures("the deploys"))

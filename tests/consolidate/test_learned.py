@@ -127,3 +127,36 @@ def test_the_fitting_script_reproduces_the_weights() -> None:
     weights, offset = fitting.rescaled(fitting.fit(examples), examples, plain_tp)
     assert [round(w, 4) for w in weights] == [WEIGHTS[name] for name in fitting.SIGNALS]
     assert round(offset, 4) == OFFSET
+
+
+def test_the_decision_without_partial_where_it_cannot_matter_is_the_full_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """similar_pair skips partial_ratio when the bounds decide (helper guards6): the same
+    answer as the full signals for every memory pair, at thresholds and similarities around
+    the bounds, both orders."""
+    import json
+
+    pairs = [json.loads(line) for line in (Path(__file__).parents[2] / "bench" / "pairs.jsonl").open()]
+    pairs += [{"a": "x", "b": "x"}, {"a": "The cache is warm.", "b": "The cache is warm."}]
+    checked = skipped = 0
+    calls = {"n": 0}
+    original = learned._partial
+
+    def counted(left: str, right: str) -> float:
+        calls["n"] += 1
+        return original(left, right)
+
+    monkeypatch.setattr(learned, "_partial", counted)
+    for pair in pairs:
+        for a, b in ((pair["a"], pair["b"]), (pair["b"], pair["a"])):
+            similarity, signals = signals_of(a, b)
+            left, right = default_process(a), default_process(b)
+            features = (TextFeatures(a), TextFeatures(b))
+            for threshold in (0.5, 0.77, 0.8, 0.9, 1.0):
+                for score in {similarity, threshold, threshold - FLOOR_GAP, threshold + 0.01, 1.0}:
+                    before = calls["n"]
+                    assert learned.similar_pair(score, left, right, *features, threshold) is \
+                        learned.similar_enough(score, signals, threshold)
+                    checked += 1
+                    skipped += calls["n"] == before
+    assert checked > 4000 and 0 < skipped < checked  # the bounds decide most, not all

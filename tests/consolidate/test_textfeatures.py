@@ -4,10 +4,11 @@ full work gives, whatever the caches hold."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memcli.consolidate import guards, textfeatures
+from memcli.consolidate import additions, guards, textfeatures
 from memcli.consolidate.textfeatures import TextFeatures, Word
 
 
@@ -15,6 +16,7 @@ def _fresh_words(text: str) -> tuple[Word, ...]:
     textfeatures._token_parts.cache_clear()
     textfeatures._classify.cache_clear()
     textfeatures._starts_sentence.cache_clear()
+    textfeatures._TOKENS.clear()
     return textfeatures._text_words(text)
 
 
@@ -117,3 +119,152 @@ def test_features_are_freed_without_the_cycle_collector() -> None:
     finally:
         if was_enabled:
             gc.enable()
+
+
+# --------------------------------------------------------------------------------------------
+# the lean walk (Readings, chunk by chunk) and the per-word tables (helper guards6): each gives
+# what the full walk over Words gives, whatever the tables hold and however often they empty
+
+
+def _clear_tables() -> None:
+    textfeatures._TOKENS.clear()
+    for table in textfeatures._CHUNKS:
+        table.clear()
+    guards._NEGATED_CHUNKS.clear()
+    guards._PLAIN_CHUNKS.clear()
+    guards._CODE_WORDS.clear()
+    guards._NOT_CODE.clear()
+    additions._WALK_STEPS.clear()
+
+
+def _from_words(text: str) -> dict[str, object]:
+    """The lean features as the full walk over Words has them (the reference)."""
+    words = textfeatures._text_words(text)
+    aligned = [w for w in words
+               if w.canon not in textfeatures.ARTICLES or (w.canon == "a" and w.capitalised and not w.at_start)]
+    return {
+        "sequence": tuple(w.canon for w in aligned),
+        "aligned_names": tuple(w.is_name for w in aligned),
+        "content": textfeatures.content_words(aligned),
+        "vocabulary": frozenset(w.canon for w in words if not w.canon[0].isdigit()),
+        "names": frozenset(w.canon for w in words if w.is_name),
+        "acronyms": frozenset(w.canon for w in words if w.is_acronym),
+        "capitalised": tuple(w.canon for w in words if w.capitalised),
+        "initials": "".join(w.canon[0] for w in words if w.capitalised),
+    }
+
+
+def _lean(text: str) -> dict[str, object]:
+    features = TextFeatures(text)
+    return {key: getattr(features, key) for key in ("sequence", "aligned_names", "content", "vocabulary",
+                                                    "names", "acronyms", "capitalised", "initials")}
+
+
+_LEAN_WORDS = st.sampled_from(["Deploy", "deploy", "the", "a", "A", "An", "U.S.", "and", "al-Qaida", "COVID-19",
+                               "5,000", "Mr.", "Smith", "but", "Ron", "--force", "isn't", "from", "to", "CI",
+                               "GitHub", "x.y", "J.", "said", "Tuesday", "\"Quote", "(Paren)", "UN", "e.g."])
+_LEAN_MARKS = st.sampled_from([" ", " ", " ", ". ", ". ", ", ", "; ", "\n", ": ", " - ", "! ", "? ", ".. ",
+                               " . ", ".\n", "\". ", "  ", ".\t", ")."])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_LEAN_WORDS, _LEAN_MARKS), min_size=1, max_size=20))
+def test_the_lean_walk_gives_what_the_words_give(parts: list[tuple[str, str]]) -> None:
+    text = "".join(word + mark for word, mark in parts)
+    expected = _from_words(text)
+    _clear_tables()
+    assert _lean(text) == expected  # every chunk and token seen for the first time
+    for other in (text.upper(), text.lower(), "Deploy. " + text, text.replace(". ", ", ")):
+        _lean(other)  # the same chunks entered in other states
+    assert _lean(text) == expected  # from the tables
+
+
+def test_a_chunk_is_looked_up_by_the_state_it_is_entered_in() -> None:
+    _clear_tables()
+    # "Smith" after "Mr." stays a name inside the sentence; after "done." it opens one.
+    assert TextFeatures("We asked Mr. Smith today").names == frozenset({"smith"})
+    assert TextFeatures("We are done. Smith today").names == frozenset()
+    assert TextFeatures("We asked Mr. Smith today").names == frozenset({"smith"})
+
+
+def test_the_tables_empty_when_full_and_answer_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = [f"Service{n} calls Billing{n}. It isn't fast, says the owner of `tool{n}` at x{n}.y"
+             for n in range(12)]
+    expected = [(_from_words(t), guards._is_negated(TextFeatures(t)), guards._identifiers(TextFeatures(t)))
+                for t in texts]
+    monkeypatch.setattr(textfeatures, "_CHUNKS_MAX", 3)
+    monkeypatch.setattr(textfeatures, "_TOKENS_MAX", 3)
+    monkeypatch.setattr(guards, "_CHUNKS_MAX", 3)
+    monkeypatch.setattr(guards, "_CODE_WORDS_MAX", 3)
+    monkeypatch.setattr(additions, "_WALK_STEPS_MAX", 3)
+    for _ in range(2):
+        got = [(_lean(t), guards._is_negated(TextFeatures(t)), guards._identifiers(TextFeatures(t)))
+               for t in texts]
+        assert got == expected
+    assert all(len(table) <= 4 for table in textfeatures._CHUNKS)
+    assert len(textfeatures._TOKENS) <= 4 + 20  # emptied before a text, filled by at most its tokens
+
+
+_NEGATION_BITS = st.sampled_from(["not", "only", "Not", "NOT", "no", "know", "isn't", "isn\u2019t", "can`t",
+                                  "n't", "o'not", "a'b'no", "never", "nothing", "node", "unless", "5no",
+                                  "no_x", "dont", "Don\u2018t", "the", "cache"])
+_NEGATION_GAPS = st.sampled_from([" ", " ", "\n", "  ", ". ", ", ", "\t"])
+
+
+def _negated_reference(text: str) -> bool:
+    """The whole-text check as it was before the chunk sets."""
+    lowered = guards._NOT_ONLY_RE.sub(" ", text.lower().translate(guards._APOSTROPHES))
+    tokens = guards._NEGATION_TOKEN_RE.findall(lowered)
+    if not guards._NEGATION_WORDS.isdisjoint(tokens):
+        return True
+    return "n't" in lowered and any(token.endswith("n't") for token in tokens)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_NEGATION_BITS, _NEGATION_GAPS), min_size=1, max_size=10))
+def test_negation_by_chunks_answers_as_the_whole_text(parts: list[tuple[str, str]]) -> None:
+    text = "".join(bit + gap for bit, gap in parts)
+    expected = _negated_reference(text)
+    _clear_tables()
+    assert guards._is_negated(TextFeatures(text)) is expected
+    assert guards._is_negated(TextFeatures(text)) is expected  # from the chunk sets
+
+
+_CODE_BITS = st.sampled_from(["--force", "-x", "settings.toml", "U.S.", "e.g.", "3.11", "a_b", "(deploy/api)",
+                              "`make", "test`", "lock:invoices", "user@host", "key=value", "plain", "\"x.y\"",
+                              "m5.large,", "--", "_"])
+
+
+def _identifiers_reference(text: str) -> frozenset[str]:
+    """The per-word check as it was before the word tables."""
+    found: set[str] = set()
+    bare = text
+    if "`" in bare:
+        for span in guards._CODE_SPAN_RE.findall(bare):
+            found.update(w.strip(guards._EDGE_PUNCTUATION).lower() for w in span.split())
+        bare = guards._CODE_SPAN_RE.sub(" ", bare)
+    for word in bare.split():
+        word = word.strip(guards._EDGE_PUNCTUATION)
+        if (guards._CODE_MARK_RE.search(word) and guards._CODE_WORD_RE.fullmatch(word)
+                and not guards._ACRONYM_DOTS_RE.fullmatch(word)):
+            found.add(word.lower())
+    found.discard("")
+    return frozenset(found)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_CODE_BITS, _NEGATION_GAPS), min_size=1, max_size=10))
+def test_identifiers_from_the_word_tables_are_the_words_own(parts: list[tuple[str, str]]) -> None:
+    text = "".join(bit + gap for bit, gap in parts)
+    expected = _identifiers_reference(text)
+    _clear_tables()
+    assert guards._identifiers(TextFeatures(text)) == expected
+    assert guards._identifiers(TextFeatures(text)) == expected
+
+
+def test_known_words_are_those_with_senses() -> None:
+    from memcli.consolidate import lexicon
+
+    words = set(lexicon._index())
+    words |= {w + "s" for w in words} | {w[:-1] for w in words if len(w) > 1} | {"ss", "bus", "xyzs", "s"}
+    assert lexicon.known_words(frozenset(words)) == frozenset(w for w in words if lexicon.senses(w))
