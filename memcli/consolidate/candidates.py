@@ -45,6 +45,8 @@ __all__ = [
     "exact_key",
     "signature",
     "signature_matrix",
+    "signatures",
+    "signatures_of_sorted",
     "sorted_tokens",
 ]
 
@@ -101,16 +103,23 @@ def signature(norm_text: str, *, num_perm: int = DEFAULT_NUM_PERM) -> bytes:
     return signatures([norm_text], num_perm=num_perm)[0]
 
 
-def signatures(norm_texts: Sequence[str], *, num_perm: int = DEFAULT_NUM_PERM) -> list[bytes]:
+def signatures(norm_texts: Iterable[str], *, num_perm: int = DEFAULT_NUM_PERM) -> list[bytes]:
     """Signatures of many texts at once: the same values as :func:`signature`, computed in bulk.
 
     One-permutation hashing: every shingle is hashed once, falls into one of ``num_perm`` bins
     by its hash, and each bin keeps its smallest hash; an empty bin borrows from a non-empty
-    one (see :func:`_densify`). Two texts' bins agree with a
-    probability close to their shingle sets' Jaccard overlap, like classic MinHash, at a cost
-    of one hash a shingle instead of ``num_perm``. Texts are done in chunks so that memory
-    stays flat whatever their number.
+    one (see :func:`_densify`). Two texts' bins agree with a probability close to their
+    shingle sets' Jaccard overlap, like classic MinHash, at a cost of one hash a shingle
+    instead of ``num_perm``. Texts are done in chunks so that memory stays flat whatever their
+    number.
     """
+    return signatures_of_sorted(map(sorted_tokens, norm_texts), num_perm=num_perm)
+
+
+def signatures_of_sorted(token_strings: Iterable[str], *, num_perm: int = DEFAULT_NUM_PERM) -> list[bytes]:
+    """:func:`signatures` of texts given as their :func:`sorted_tokens` strings, for a caller
+    that has them already (the scorer compares the same strings): sorting a text's tokens
+    costs more than hashing its shingles."""
     if num_perm < 1:
         raise ValueError("num_perm must be at least 1")
     out: list[bytes] = []
@@ -118,8 +127,7 @@ def signatures(norm_texts: Sequence[str], *, num_perm: int = DEFAULT_NUM_PERM) -
     rows = 0
     chunk: list[str] = []
     size = 0
-    for text in norm_texts:
-        tokens = sorted_tokens(text)
+    for tokens in token_strings:
         chunk.append(tokens)
         size += len(tokens)
         if size >= _CHARS_PER_CHUNK or len(chunk) == _TEXTS_PER_CHUNK:
