@@ -114,24 +114,26 @@ class _Prepared:
         return found
 
 
-def _may_reach(fn: Any, first: str, second: str, cutoff: float) -> bool:
-    """False when ``fn`` (on these prepared texts) cannot score ``cutoff``: ``ratio`` is
-    100 * (1 - indel distance / total length), and the distance is at least the difference
-    of the lengths. rapidfuzz's own cutoff does not give up that early on long texts (a pair
-    of 2,300 and 700 characters took 120 us at cutoff 70). The margin keeps the test exact
-    whatever the floating-point rounding; other scorers are always scored."""
+def _may_reach(fn: Any, first: int, second: int, cutoff: float) -> bool:
+    """False when ``fn`` cannot score ``cutoff`` on two prepared texts of these lengths:
+    ``ratio`` is 100 * (1 - indel distance / total length), and the distance is at least the
+    difference of the lengths. rapidfuzz's own cutoff does not give up that early on long
+    texts (a pair of 2,300 and 700 characters took 120 us at cutoff 70). The margin keeps the
+    test exact whatever the floating-point rounding; other scorers are always scored."""
     if fn is not fuzz.ratio:
         return True
-    total = len(first) + len(second)
-    return total == 0 or 100.0 * (1.0 - abs(len(first) - len(second)) / total) + 1e-6 >= cutoff
+    total = first + second
+    return total == 0 or 100.0 * (1.0 - abs(first - second) / total) + 1e-6 >= cutoff
 
 
 def _scored(fn: Any, ready: _Prepared, pairs: Iterable[tuple[int, int]], cutoff: float,
-            strict: float | None, near_cut: float | None) -> Iterator[tuple[tuple[int, int], float]]:
-    """((i, j), score out of 100) for each pair that scores what the rule keeps."""
+            strict: float | None, near_cut: float | None,
+            reachable: bool = False) -> Iterator[tuple[tuple[int, int], float]]:
+    """((i, j), score out of 100) for each pair that scores what the rule keeps (`reachable`:
+    the pairs are known to pass `_may_reach`)."""
     for i, j in pairs:
         first, second = ready[i], ready[j]
-        if not _may_reach(fn, first, second, cutoff):
+        if not reachable and not _may_reach(fn, len(first), len(second), cutoff):
             continue
         score = fn(first, second, processor=None, score_cutoff=cutoff)
         if score and _keep(score, cutoff, strict, near_cut):
@@ -241,17 +243,16 @@ def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: floa
         return {}
     fn, prepare = prepared(scorer)
     ready = _Prepared(texts, prepare)
-    pairs = [(i, j) for i, j in sorted(_allowed_pairs(focus if focus is not None else members,
-                                                      focus is not None, allowed))
-             if _may_reach(fn, ready[i], ready[j], cutoff)]
+    allows = sorted(_allowed_pairs(focus if focus is not None else members, focus is not None, allowed))
+    size = {n: len(ready[n]) for pair in allows for n in pair}
+    pairs = [(i, j) for i, j in allows if _may_reach(fn, size[i], size[j], cutoff)]
     if not pairs:
         return {}
     ends = sorted({n for pair in pairs for n in pair})
-    size = {n: len(ready[n]) for n in ends}
     scoring = sum(_PAIR_US + _PAIR_US_PER_CHARS * size[i] * size[j] for i, j in pairs)
     if scoring >= sum(_SIGN_US + _SIGN_US_PER_CHAR * size[n] for n in ends):
         return _banded_then_scored(fn, ready, pairs, ends, cutoff, strict, near_cut, sign, texts, lengths)
-    passed = list(_scored(fn, ready, pairs, cutoff, strict, near_cut))
+    passed = list(_scored(fn, ready, pairs, cutoff, strict, near_cut, reachable=True))
     if not passed:
         return {}
     needed = sorted({n for pair, _ in passed for n in pair})
@@ -286,7 +287,7 @@ def _banded_then_scored(fn: Any, ready: _Prepared, pairs: list[tuple[int, int]],
     """`pairs` (among the texts `ends`) that share a band and agree, then score."""
     keep = _banded(ends, pairs, strict, sign, texts, lengths)
     likely = [pair for pair, kept in zip(pairs, keep.tolist(), strict=True) if kept]
-    return {pair: score / 100 for pair, score in _scored(fn, ready, likely, cutoff, strict, near_cut)}
+    return {pair: score / 100 for pair, score in _scored(fn, ready, likely, cutoff, strict, near_cut, True)}
 
 
 def _allowed_pairs(rows: Sequence[int], focused: bool, allowed: PairFilter) -> Iterator[tuple[int, int]]:
