@@ -104,13 +104,15 @@ class _Prepared:
         self.texts, self.prepare = texts, prepare
         from memcli.consolidate.candidates import sorted_tokens
 
-        self.sorting = prepare is sorted_tokens  # (then the texts may keep them: `sorted_text`)
+        keeps = getattr(texts, "sorted_at", None)  # (the texts keep them: see `sorted_text`)
+        self.make: Callable[[int], str] = (keeps if prepare is sorted_tokens and keeps is not None
+                                           else lambda n: prepare(texts[n]))
         self.made: dict[int, str] = {}
 
     def __getitem__(self, n: int) -> str:
         found = self.made.get(n)
         if found is None:
-            found = self.made[n] = sorted_text(self.texts, n) if self.sorting else self.prepare(self.texts[n])
+            found = self.made[n] = self.make(n)
         return found
 
 
@@ -120,10 +122,7 @@ def _may_reach(fn: Any, first: int, second: int, cutoff: float) -> bool:
     difference of the lengths. rapidfuzz's own cutoff does not give up that early on long
     texts (a pair of 2,300 and 700 characters took 120 us at cutoff 70). The margin keeps the
     test exact whatever the floating-point rounding; other scorers are always scored."""
-    if fn is not fuzz.ratio:
-        return True
-    total = first + second
-    return total == 0 or 100.0 * (1.0 - abs(first - second) / total) + 1e-6 >= cutoff
+    return fn is not fuzz.ratio or 100 * abs(first - second) <= (100.0 - cutoff + 1e-6) * (first + second)
 
 
 def _scored(fn: Any, ready: _Prepared, pairs: Iterable[tuple[int, int]], cutoff: float,
@@ -244,8 +243,12 @@ def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: floa
     fn, prepare = prepared(scorer)
     ready = _Prepared(texts, prepare)
     allows = sorted(_allowed_pairs(focus if focus is not None else members, focus is not None, allowed))
-    size = {n: len(ready[n]) for pair in allows for n in pair}
-    pairs = [(i, j) for i, j in allows if _may_reach(fn, size[i], size[j], cutoff)]
+    size = {n: len(ready[n]) for n in sorted({n for pair in allows for n in pair})}
+    if fn is fuzz.ratio:  # (`_may_reach`, written out: a call a pair costs as much as the test)
+        slack = 100.0 - cutoff + 1e-6
+        pairs = [(i, j) for i, j in allows if 100 * abs(size[i] - size[j]) <= slack * (size[i] + size[j])]
+    else:
+        pairs = allows
     if not pairs:
         return {}
     ends = sorted({n for pair in pairs for n in pair})
