@@ -264,6 +264,13 @@ def test_signatures_do_not_depend_on_the_chunking(monkeypatch: pytest.MonkeyPatc
     assert signatures(texts, num_perm=7) == [signature(t, num_perm=7) for t in texts]
 
 
+def test_signatures_of_sorted_strings_are_the_texts_signatures() -> None:
+    texts = _bulk_corpus()[::5]
+    assert candidates_module.signatures_of_sorted([sorted_tokens(t) for t in texts]) == signatures(texts)
+    with pytest.raises(ValueError):
+        candidates_module.signatures_of_sorted(["a"], num_perm=0)
+
+
 def test_signature_same_in_another_process_with_other_hash_seed() -> None:
     text = "rotate the vault token every 90 days"
     code = f"from memcli.consolidate.candidates import signature; print(signature({text!r}).hex())"

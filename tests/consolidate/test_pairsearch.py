@@ -97,6 +97,32 @@ def test_small_blocks_of_very_different_lengths_find_what_all_pairs_finds() -> N
         assert found == pytest.approx(expected) and expected
 
 
+class _KeptTexts(list):  # type: ignore[type-arg]
+    """Texts that keep their sorted-token strings, counting how often each is made."""
+
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__(texts)
+        self.asked: list[int] = []
+
+    def sorted_at(self, n: int) -> str:
+        self.asked.append(n)
+        return " ".join(sorted(self[n].split()))
+
+
+@pytest.mark.parametrize("size", [12, 60])  # all pairs; a large block (LSH)
+def test_the_scorer_takes_the_sorted_strings_the_texts_keep(size: int) -> None:
+    """A block's texts keep their sorted tokens (`pairsearch.BlockTexts.sorted_at`): the scorer
+    asks them for each text once, instead of sorting again, with the same scores."""
+    rng = random.Random(2)
+    base = _texts(rng, size // 2)
+    plain = base + [t + " again" for t in base]
+    kept = _KeptTexts(plain)
+    found = similar.similar_pairs(kept, "token_sort_ratio", 0.80, near=0.70)
+    assert found == similar.similar_pairs(plain, "token_sort_ratio", 0.80, near=0.70) and found
+    assert kept.asked and len(kept.asked) == len(set(kept.asked))
+    assert similar.sorted_text(kept, 0) == similar.sorted_text(plain, 0)
+
+
 def _small_store(root: Path, n: int = 600) -> list[tuple[str, str]]:
     planted = generate.generate(root, n, shape="small", dup_share=0.05)
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
