@@ -9,7 +9,14 @@ from typing import Any
 from memcli.consolidate import rules
 from memcli.consolidate.loading import FolderLoading
 from memcli.consolidate.plantypes import DISCOVERY_FLOOR, Live
-from memcli.consolidate.similar import ALL_PAIRS_MAX, PairFilter, Subset, similar_pairs, tag_filter
+from memcli.consolidate.similar import (
+    ALL_PAIRS_MAX,
+    PairFilter,
+    Subset,
+    similar_pairs,
+    sorted_text,
+    tag_filter,
+)
 from memcli.store import index
 
 
@@ -20,6 +27,7 @@ class BlockTexts(Sequence[str]):
     def __init__(self, block: list[Live]) -> None:
         self.block = block
         self.made: dict[int, str] = {}
+        self.sorted_made: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self.block)
@@ -31,6 +39,17 @@ class BlockTexts(Sequence[str]):
 
     def __iter__(self) -> Iterator[str]:
         return (self[n] for n in range(len(self.block)))
+
+    def sorted_at(self, n: int) -> str:
+        """Text ``n``'s tokens sorted (:func:`candidates.sorted_tokens`), made once: both its
+        signature and the scorer (``token_sort_ratio``) need them, and sorting a long text's
+        tokens costs more than hashing its signature."""
+        found = self.sorted_made.get(n)
+        if found is None:
+            from memcli.consolidate.candidates import sorted_tokens
+
+            found = self.sorted_made[n] = sorted_tokens(self[n])
+        return found
 
     def lengths(self, members: list[int] | None = None) -> list[int]:
         """Text lengths (of `members` only, when given), from the index entries where the text
@@ -168,7 +187,8 @@ class PairSearch(FolderLoading):
             if item.sig is None:
                 item.sig = cache.get(item.mem.content_hash)
         missing = [n for n, item in enumerate(block) if item.sig is None]
-        for n, sig in zip(missing, candidates.signatures([texts[n] for n in missing]), strict=True):
+        made = candidates.signatures_of_sorted([sorted_text(texts, n) for n in missing])
+        for n, sig in zip(missing, made, strict=True):
             block[n].sig = cache[block[n].mem.content_hash] = sig
         return [item.sig or b"" for item in block]
 

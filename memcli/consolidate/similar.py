@@ -8,7 +8,7 @@ Large blocks first find candidate pairs (exact normalised-text hash plus MinHash
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import fuzz
@@ -85,18 +85,58 @@ def _same(text: str) -> str:
     return text
 
 
+def sorted_text(texts: Sequence[str], n: int) -> str:
+    """Text ``n``'s sorted-token string (:func:`candidates.sorted_tokens`): the texts' own when
+    they keep them (``sorted_at``, as a block's texts do: the signatures and the scorer then
+    sort each text once between them), else made now."""
+    keeps = getattr(texts, "sorted_at", None)
+    if keeps is not None:
+        return str(keeps(n))
+    from memcli.consolidate.candidates import sorted_tokens
+
+    return sorted_tokens(texts[n])
+
+
 class _Prepared:
     """Prepared texts of a block, each made once and only when a pair needs it."""
 
     def __init__(self, texts: Sequence[str], prepare: Callable[[str], str]) -> None:
         self.texts, self.prepare = texts, prepare
+        from memcli.consolidate.candidates import sorted_tokens
+
+        keeps = getattr(texts, "sorted_at", None)  # (the texts keep them: see `sorted_text`)
+        self.make: Callable[[int], str] = (keeps if prepare is sorted_tokens and keeps is not None
+                                           else lambda n: prepare(texts[n]))
         self.made: dict[int, str] = {}
 
     def __getitem__(self, n: int) -> str:
         found = self.made.get(n)
         if found is None:
-            found = self.made[n] = self.prepare(self.texts[n])
+            found = self.made[n] = self.make(n)
         return found
+
+
+def _may_reach(fn: Any, first: int, second: int, cutoff: float) -> bool:
+    """False when ``fn`` cannot score ``cutoff`` on two prepared texts of these lengths:
+    ``ratio`` is 100 * (1 - indel distance / total length), and the distance is at least the
+    difference of the lengths. rapidfuzz's own cutoff does not give up that early on long
+    texts (a pair of 2,300 and 700 characters took 120 us at cutoff 70). The margin keeps the
+    test exact whatever the floating-point rounding; other scorers are always scored."""
+    return fn is not fuzz.ratio or 100 * abs(first - second) <= (100.0 - cutoff + 1e-6) * (first + second)
+
+
+def _scored(fn: Any, ready: _Prepared, pairs: Iterable[tuple[int, int]], cutoff: float,
+            strict: float | None, near_cut: float | None,
+            reachable: bool = False) -> Iterator[tuple[tuple[int, int], float]]:
+    """((i, j), score out of 100) for each pair that scores what the rule keeps (`reachable`:
+    the pairs are known to pass `_may_reach`)."""
+    for i, j in pairs:
+        first, second = ready[i], ready[j]
+        if not reachable and not _may_reach(fn, len(first), len(second), cutoff):
+            continue
+        score = fn(first, second, processor=None, score_cutoff=cutoff)
+        if score and _keep(score, cutoff, strict, near_cut):
+            yield (i, j), score
 
 
 def _all_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
@@ -114,12 +154,11 @@ def _all_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: float |
     found: dict[tuple[int, int], float] = {}
     for i in rows:
         others = range(len(texts)) if allowed is None else allowed.partners(i)
-        for j in others:
-            if j == i or (j < i and (in_rows is None or j in in_rows)):
-                continue  # each pair once: (i, j) with j < i was scored from row j
-            score = fn(ready[i], ready[j], processor=None, score_cutoff=cutoff)
-            if score and _keep(score, cutoff, strict, near_cut):
-                found[(min(i, j), max(i, j))] = score / 100
+        pairs = ((i, j) for j in others
+                 if j != i and (j > i or (in_rows is not None and j not in in_rows)))
+        # (each pair once: (i, j) with j < i was scored from row j)
+        for (a, b), score in _scored(fn, ready, pairs, cutoff, strict, near_cut):
+            found[(min(a, b), max(a, b))] = score / 100
     return found
 
 
@@ -144,12 +183,8 @@ def _candidate_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: f
     pairs = _likely(near, sigs, lengths) if strict is not None else [(i, j) for i, j in near.tolist()]
     fn, prepare = prepared(scorer)
     ready = _Prepared(texts, prepare)
-    found: dict[tuple[int, int], float] = {}
-    for i, j in pairs:
-        score = fn(ready[i], ready[j], processor=None, score_cutoff=cutoff)
-        if score and _keep(score, cutoff, strict, near_cut):
-            found[(min(i, j), max(i, j))] = score / 100
-    return found
+    return {(min(i, j), max(i, j)): score / 100
+            for (i, j), score in _scored(fn, ready, pairs, cutoff, strict, near_cut)}
 
 
 def _allowed_candidates(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
@@ -177,57 +212,85 @@ def _allowed_candidates(texts: Sequence[str], scorer: str, cutoff: float, strict
     return out
 
 
-# What finding a large block's pairs costs (CPU, memory-like texts): a signature about 30 us
-# plus 0.065 us a character (sorting the tokens, hashing the shingles); scoring a pair about
-# 4e-5 us per product of the two lengths (rapidfuzz's bit-parallel LCS: 7 us for two texts of
-# 400 characters, 160 us for two of 2,300).
-_SIGN_US = 30.0
-_SIGN_US_PER_CHAR = 0.065
-_PAIR_US_PER_CHARS = 4e-5
+# What finding a large block's pairs costs (CPU, memory-like texts, their tokens sorted once
+# whichever way: both the scorer and the signatures need them, see `sorted_text`), measured on
+# the texts of bench/run.py's stores, 200 at a time: hashing a signature about 20 us plus
+# 0.013 us a character (48 us for 2,300 characters; more for texts of a few words, whose empty
+# bins are filled from others); scoring a pair about 1 us plus 3.5e-5 us per product of the
+# two lengths (rapidfuzz's bit-parallel LCS: 8 us for two texts of 400 characters, 176 us for
+# two of 2,200).
+_SIGN_US = 20.0
+_SIGN_US_PER_CHAR = 0.013
+_PAIR_US = 1.0
+_PAIR_US_PER_CHARS = 3.5e-5
 
 
 def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
                   focus: list[int] | None, sign: Callable[[list[int]], list[bytes]],
                   lengths: list[int] | None, near_cut: float | None,
                   allowed: PairFilter) -> dict[tuple[int, int], float]:
-    """The pairs `_allowed_candidates` finds, found the cheaper way for this block. When the
-    pairs the tags allow are few (a block of many small tag groups), scoring each costs less
-    than signing every member: each is scored, and then only the texts of the pairs that pass
-    are signed, to keep of those exactly the pairs LSH and the agreement filter let through
-    (both depend on the two signatures alone, see `_candidate_pairs`). Else every member is
-    signed and only the candidates scored."""
+    """The pairs `_allowed_candidates` finds, found the cheaper way for this block, signing
+    only the texts it must. The pairs the tags allow whose lengths let them reach the cutoff
+    are the only ones that could be kept; of those, the rule keeps the ones that score, share
+    an LSH band and (but in the discovery band) whose signatures agree enough (both depend on
+    the two signatures alone, see `_candidate_pairs`). When scoring them all costs less than
+    signing their texts (a block of many small tag groups, short texts), each is scored and
+    only the texts of the pairs that pass are signed; else their texts are signed and only the
+    pairs that share a band and agree are scored."""
     members = allowed.members()
     if len(members) < 2:
         return {}
-    size = {n: len(texts[n]) if lengths is None else lengths[n] for n in members}
-    pairs = sorted(_allowed_pairs(focus if focus is not None else members, focus is not None, allowed))
-    scoring = _PAIR_US_PER_CHARS * sum(size[i] * size[j] for i, j in pairs)
-    if scoring >= sum(_SIGN_US + _SIGN_US_PER_CHAR * size[n] for n in members):
-        sigs = [b""] * len(texts)
-        for n, sig in zip(members, sign(members), strict=True):
-            sigs[n] = sig
-        return _allowed_candidates(texts, scorer, cutoff, strict, focus, sigs, lengths, near_cut, allowed)
     fn, prepare = prepared(scorer)
     ready = _Prepared(texts, prepare)
-    passed: list[tuple[tuple[int, int], float]] = []
-    for i, j in pairs:
-        score = fn(ready[i], ready[j], processor=None, score_cutoff=cutoff)
-        if score and _keep(score, cutoff, strict, near_cut):
-            passed.append(((i, j), score))
+    allows = sorted(_allowed_pairs(focus if focus is not None else members, focus is not None, allowed))
+    size = {n: len(ready[n]) for n in sorted({n for pair in allows for n in pair})}
+    if fn is fuzz.ratio:  # (`_may_reach`, written out: a call a pair costs as much as the test)
+        slack = 100.0 - cutoff + 1e-6
+        pairs = [(i, j) for i, j in allows if 100 * abs(size[i] - size[j]) <= slack * (size[i] + size[j])]
+    else:
+        pairs = allows
+    if not pairs:
+        return {}
+    ends = sorted({n for pair in pairs for n in pair})
+    scoring = sum(_PAIR_US + _PAIR_US_PER_CHARS * size[i] * size[j] for i, j in pairs)
+    if scoring >= sum(_SIGN_US + _SIGN_US_PER_CHAR * size[n] for n in ends):
+        return _banded_then_scored(fn, ready, pairs, ends, cutoff, strict, near_cut, sign, texts, lengths)
+    passed = list(_scored(fn, ready, pairs, cutoff, strict, near_cut, reachable=True))
     if not passed:
         return {}
+    needed = sorted({n for pair, _ in passed for n in pair})
+    keep = _banded(needed, [pair for pair, _ in passed], strict, sign, texts, lengths)
+    return {pair: score / 100 for (pair, score), kept in zip(passed, keep.tolist(), strict=True) if kept}
+
+
+def _banded(texts_at: list[int], pairs: list[tuple[int, int]], strict: float | None,
+            sign: Callable[[list[int]], list[bytes]], texts: Sequence[str],
+            lengths: list[int] | None) -> npt.NDArray[np.bool_]:
+    """For each pair (of positions among `texts_at`), whether its texts share an LSH band and,
+    in the rule's band (`strict`), are worth scoring (`_worth_scoring`: signatures that agree
+    enough, or a short text): what makes it an LSH candidate in `_candidate_pairs`."""
     import numpy as np
 
     from memcli.consolidate.candidates import banded_together, signature_matrix
 
-    needed = sorted({n for pair, _ in passed for n in pair})
-    where = {n: k for k, n in enumerate(needed)}
-    sigs = sign(needed)
-    at = np.array([(where[i], where[j]) for (i, j), _ in passed], dtype=np.int64)
+    where = {n: k for k, n in enumerate(texts_at)}
+    sigs = sign(texts_at)
+    at = np.array([(where[i], where[j]) for i, j in pairs], dtype=np.int64).reshape(-1, 2)
     keep = banded_together(sigs, at)
     if strict is not None:  # as `_candidate_pairs`: the discovery band takes every candidate
-        keep &= _worth_scoring(signature_matrix(sigs), at, np.array([size[n] for n in needed]))
-    return {pair: score / 100 for (pair, score), kept in zip(passed, keep.tolist(), strict=True) if kept}
+        norm = np.array([len(texts[n]) if lengths is None else lengths[n] for n in texts_at])
+        keep &= _worth_scoring(signature_matrix(sigs), at, norm)
+    return keep
+
+
+def _banded_then_scored(fn: Any, ready: _Prepared, pairs: list[tuple[int, int]], ends: list[int],
+                        cutoff: float, strict: float | None, near_cut: float | None,
+                        sign: Callable[[list[int]], list[bytes]], texts: Sequence[str],
+                        lengths: list[int] | None) -> dict[tuple[int, int], float]:
+    """`pairs` (among the texts `ends`) that share a band and agree, then score."""
+    keep = _banded(ends, pairs, strict, sign, texts, lengths)
+    likely = [pair for pair, kept in zip(pairs, keep.tolist(), strict=True) if kept]
+    return {pair: score / 100 for pair, score in _scored(fn, ready, likely, cutoff, strict, near_cut, True)}
 
 
 def _allowed_pairs(rows: Sequence[int], focused: bool, allowed: PairFilter) -> Iterator[tuple[int, int]]:
@@ -253,6 +316,10 @@ class Subset(Sequence[str]):
 
     def __getitem__(self, n: int) -> str:  # type: ignore[override]
         return self.texts[self.members[n]]
+
+    def sorted_at(self, n: int) -> str:
+        """Text ``n``'s sorted-token string, kept by the whole block's texts when they keep them."""
+        return sorted_text(self.texts, self.members[n])
 
 
 class PairFilter:

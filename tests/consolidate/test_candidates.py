@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 
+from memcli.consolidate import candidates as candidates_module
 from memcli.consolidate.candidates import (
     DEFAULT_BANDS,
     DEFAULT_NUM_PERM,
@@ -234,6 +235,40 @@ def test_signatures_in_bulk_are_pinned_across_text_boundaries() -> None:
              "deploy the cache after the retry queue drains"] * 3
     assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "da70718bc8c9aecc"
     assert signatures(texts) == [signature(t) for t in texts]
+
+
+def _bulk_corpus() -> list[str]:
+    """Memory-like texts, long ones (40 of them joined by eight) and odd characters."""
+    texts = [default_process(t) for t in make_corpus(300, seed=5)]
+    return texts + [" ".join(texts[k:k + 8]) for k in range(0, 300, 8)] + [
+        "\U0001F600 a\u3000b\x85 c\0", "x\0", "\0"]
+
+
+def test_signatures_in_bulk_are_pinned_on_long_texts() -> None:
+    # Pinned with the code before the chunked, two-step rolling hash (main at 484e8df): the
+    # same bytes, so that the signature caches stay valid.
+    texts = _bulk_corpus()
+    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "fde3d27227d6c016"
+
+
+@pytest.mark.parametrize(("chars", "rows"), [(1, 2048), (7, 3), (300, 1), (5000, 2048), (10**9, 50)])
+def test_signatures_do_not_depend_on_the_chunking(monkeypatch: pytest.MonkeyPatch, chars: int,
+                                                  rows: int) -> None:
+    # Texts are hashed a chunk of characters at a time and densified a batch of rows at a time:
+    # neither may change a value (a text alone in its chunk, a text spanning no boundary, ...).
+    texts = _bulk_corpus()[::3]
+    expected = [signature(t) for t in texts]
+    monkeypatch.setattr(candidates_module, "_CHARS_PER_CHUNK", chars)
+    monkeypatch.setattr(candidates_module, "_TEXTS_PER_CHUNK", rows)
+    assert signatures(texts) == expected
+    assert signatures(texts, num_perm=7) == [signature(t, num_perm=7) for t in texts]
+
+
+def test_signatures_of_sorted_strings_are_the_texts_signatures() -> None:
+    texts = _bulk_corpus()[::5]
+    assert candidates_module.signatures_of_sorted([sorted_tokens(t) for t in texts]) == signatures(texts)
+    with pytest.raises(ValueError):
+        candidates_module.signatures_of_sorted(["a"], num_perm=0)
 
 
 def test_signature_same_in_another_process_with_other_hash_seed() -> None:

@@ -61,6 +61,68 @@ def test_small_blocks_score_each_pair_once_as_all_pairs_would(focus: list[int] |
     assert (focus == []) == (found == {})
 
 
+@pytest.mark.parametrize(("short", "long", "cutoff", "reachable"), [
+    (7, 13, 70.0, True),    # ratio 100 * (1 - 6/20) = 70 exactly: at the cutoff
+    (7, 14, 70.0, False),   # 66.7 at best
+    (52, 98, 70.0, False),  # 69.3 at best
+    (53, 98, 70.0, True),   # 70.2 at best
+    (0, 0, 100.0, True),    # two empty texts score 100
+    (0, 5, 0.0, True),      # any pair reaches a cutoff of 0
+    (40, 41, 99.0, False),  # 98.8 at best
+])
+def test_ratio_pairs_whose_lengths_cannot_reach_the_cutoff_are_not_scored(
+        short: int, long: int, cutoff: float, reachable: bool) -> None:
+    """The length test before scoring is exact: it skips a pair only when rapidfuzz would
+    give 0 at that cutoff (one text a prefix of the other scores the most two such lengths
+    can); other scorers are always scored."""
+    a, b = "x" * short, "x" * long
+    assert similar._may_reach(fuzz.ratio, short, long, cutoff) is reachable
+    assert similar._may_reach(fuzz.ratio, long, short, cutoff) is reachable
+    score = fuzz.ratio(a, b, score_cutoff=cutoff)  # a prefix: the best these lengths allow
+    assert score >= cutoff if reachable else score == 0
+    assert similar._may_reach(fuzz.partial_ratio, short, long, cutoff)  # partial_ratio: "x" in "xx" is 100
+
+
+def test_small_blocks_of_very_different_lengths_find_what_all_pairs_finds() -> None:
+    rng = random.Random(4)
+    base = _texts(rng, 8)
+    # each text cut at many lengths: prefixes whose scores sit on either side of the cutoff
+    texts = [t[:k] for t in base for k in range(len(t) // 2, len(t) + 1, max(1, len(t) // 12))][:40]
+    for near in (0.70, None):
+        found = similar.similar_pairs(texts, "token_sort_ratio", 0.80, near=near)
+        cut = 70 if near else 80
+        expected = {(i, j): score / 100 for i, j in combinations(range(len(texts)), 2)
+                    if (score := fuzz.token_sort_ratio(texts[i], texts[j], processor=None)) >= cut
+                    and (near or score > 80)}
+        assert found == pytest.approx(expected) and expected
+
+
+class _KeptTexts(list):  # type: ignore[type-arg]
+    """Texts that keep their sorted-token strings, counting how often each is made."""
+
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__(texts)
+        self.asked: list[int] = []
+
+    def sorted_at(self, n: int) -> str:
+        self.asked.append(n)
+        return " ".join(sorted(self[n].split()))
+
+
+@pytest.mark.parametrize("size", [12, 60])  # all pairs; a large block (LSH)
+def test_the_scorer_takes_the_sorted_strings_the_texts_keep(size: int) -> None:
+    """A block's texts keep their sorted tokens (`pairsearch.BlockTexts.sorted_at`): the scorer
+    asks them for each text once, instead of sorting again, with the same scores."""
+    rng = random.Random(2)
+    base = _texts(rng, size // 2)
+    plain = base + [t + " again" for t in base]
+    kept = _KeptTexts(plain)
+    found = similar.similar_pairs(kept, "token_sort_ratio", 0.80, near=0.70)
+    assert found == similar.similar_pairs(plain, "token_sort_ratio", 0.80, near=0.70) and found
+    assert kept.asked and len(kept.asked) == len(set(kept.asked))
+    assert similar.sorted_text(kept, 0) == similar.sorted_text(plain, 0)
+
+
 def _small_store(root: Path, n: int = 600) -> list[tuple[str, str]]:
     planted = generate.generate(root, n, shape="small", dup_share=0.05)
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
