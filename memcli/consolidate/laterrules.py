@@ -102,7 +102,7 @@ class LaterRules(DuplicateMerging):
 
     def archive_stale(self) -> None:
         for item in self._candidates("archive", self._is_stale):
-            ops = self.archive_ops(item, self._archived(item, "stale"))
+            ops = self.archive_as(item, "stale")
             self.add(Action("archive", {"type": "archive", "memory_id": item.mem.id, "reason": "stale"},
                             _stale_why(item.mem),
                             touches=[item.mem.id], ops=ops, folders=[item.folder.rel, "archive"]))
