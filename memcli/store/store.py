@@ -19,12 +19,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from memcli.config import Settings, load_settings
 from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError, UnsafePathError
 from memcli.store import cache, fsops, index, locate
 from memcli.store.index import Snapshot
 from memcli.store.locate import OPS_MARKERS  # noqa: F401  (re-exported)
-from memcli.store.model import Memory, decode, is_valid_id, now, plainly_valid, sha256, validate
+from memcli.store.model import MAX_DEPTH, Memory, decode, is_valid_id, now, plainly_valid, sha256, validate
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 STAMP_AGE_NS = 1_000_000_000  # see Store._names_since: well over any file system's timestamp tick
@@ -467,17 +469,15 @@ class Store:
         it (a cold pass reads most of a folder this way): as `_read_in` would give it, without
         what the planned memory already has (its hash, size and mtime are the entry's) or does
         not keep (a Memory, its warnings). None when the file is gone or bad input."""
-        raw_st = self._open_read(f"{folder.path}/{name}", [])
-        if raw_st is None:
-            return None
-        raw = raw_st[0]
         if name.endswith(".json") and folder.scope != "archive":  # (.md: the full read)
-            try:
-                data = decode(raw, "json")
-            except ValueError:
-                return None
-            if plainly_valid(data, name[:-5]) and not _scope_mismatch(data, folder):
-                return data
+            raw = _read_plain(f"{folder.path}/{name}")
+            if raw is not None and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:  # (else: decode's walk)
+                try:
+                    data = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    data = None
+                if plainly_valid(data, name[:-5]) and not _scope_mismatch(data, folder):
+                    return data  # type: ignore[no-any-return]
         read = self._read_in(folder, name, [])  # anything unusual: the full read says what it is
         return None if read is None else read.data
 
@@ -707,6 +707,30 @@ def is_valid_scope_id(name: str) -> bool:
 def _is_memory_name(name: str) -> bool:
     """A memory file's name: `.json` or `.md`, not a dotfile, not one of memcli's `_` files."""
     return name.endswith((".json", ".md")) and name[0] not in "._"
+
+
+_PLAIN_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _read_plain(path: str) -> bytes | None:
+    """The bytes of a usual memory file (regular, within the size limit, read whole in one
+    call), or None for anything else: gone, a link, unreadable, too large, or grown while
+    read. `_open_read` in short, for the files a cold pass reads by the thousand; a None
+    takes the full read, which says what is wrong, if anything."""
+    try:
+        fd = os.open(path, _PLAIN_OPEN)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not statmod.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            return None
+        raw = os.read(fd, st.st_size + 1)
+        return raw if len(raw) <= st.st_size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _read_fd(fd: int, size: int) -> bytes:

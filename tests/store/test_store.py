@@ -275,3 +275,38 @@ def test_lock_of_a_killed_process_does_not_block(store: Path) -> None:
     assert (store / "ops" / ".lock").exists()
     with Store(store).lock(0.5):
         pass
+
+
+def test_the_quick_read_of_a_planned_memory_falls_back_on_anything_unusual(store: Path) -> None:
+    """`Store._read_record` (a cold pass's read of a memory planned from its index entry)
+    reads the usual file in one call; a record with many brackets, a file swapped for a link,
+    a FIFO, a record that is not an object or not JSON take the full read, which gives the
+    same record or None (a memory then planned as gone), never an error."""
+    from memcli.store.memories import reindex
+    from memcli.store.model import MAX_DEPTH
+
+    usual = add(store, summary="usual record")
+    nested = add(store, content={"summary": "many lists", "steps": [[n] for n in range(MAX_DEPTH + 5)]})
+    deep: object = "x"
+    for _ in range(MAX_DEPTH + 2):
+        deep = [deep]
+    too_deep = add(store, content={"summary": "nested too deep", "x": deep})
+    others = {kind: add(store, summary=kind) for kind in ("link", "fifo", "list", "json")}
+    s = Store(store)
+    reindex(s)
+    folder = s.folder("agent", "coder")
+    where = store / "agent" / "coder"
+    assert s._read_record(folder, f"{usual['id']}.json") == usual
+    assert s._read_record(folder, f"{nested['id']}.json") == nested  # the full read's depth walk
+    assert s._read_record(folder, f"{too_deep['id']}.json") is None
+    link = where / f"{others['link']['id']}.json"
+    link.unlink()
+    link.symlink_to(where / f"{usual['id']}.json")
+    fifo = where / f"{others['fifo']['id']}.json"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    (where / f"{others['list']['id']}.json").write_bytes(orjson.dumps([others["list"]]))
+    (where / f"{others['json']['id']}.json").write_text('{"id": ')
+    for kind in others:
+        assert s._read_record(folder, f"{others[kind]['id']}.json") is None, kind
+    assert s._read_record(folder, "mem_gone.json") is None
