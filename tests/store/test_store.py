@@ -9,6 +9,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memcli.errors import LockTimeoutError, NoStoreError
 from memcli.store import fsops, index
@@ -310,3 +312,34 @@ def test_the_quick_read_of_a_planned_memory_falls_back_on_anything_unusual(store
     for kind in others:
         assert s._read_record(folder, f"{others[kind]['id']}.json") is None, kind
     assert s._read_record(folder, "mem_gone.json") is None
+
+
+_ODD_IDS = ["mem_a", "mem_B-9_x", "mem_" + "z" * 64, "mem_" + "z" * 65, "mem_", "mem_a\n", "mem_a\nmem_b",
+            "mem_a b", "mem_é", "x_a", "", None, 3, ["mem_a"], "mem_a\r"]
+_ODD_FACTS = [0, 3, -1, True, None, "2", 1.0, [], ["x"], ["x", 1], [["x"]], {}]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_ODD_IDS), max_size=6))
+def test_checking_a_folders_ids_at_once_passes_only_valid_ids(ids: list[object]) -> None:
+    from memcli.store.model import is_valid_id
+    from memcli.store.store import _ids_ok
+
+    ok = _ids_ok(ids)
+    assert not ok or all(is_valid_id(i) for i in ids)
+    assert ok == all(is_valid_id(i) and "\n" not in str(i) for i in ids)  # stricter only on a newline
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.fixed_dictionaries({}, optional={k: st.sampled_from(_ODD_FACTS)
+                                                    for k in ("access_count", "details_len", "tags")}),
+                max_size=5))
+def test_checking_a_folders_facts_at_once_is_checking_each_entry(entries: list[dict[str, object]]) -> None:
+    from memcli.store.store import _facts_ok
+
+    def one(e: dict[str, object]) -> bool:
+        tags = e.get("tags")
+        return (type(e.get("access_count")) is int and type(e.get("details_len")) is int
+                and type(tags) is list and all(type(t) is str for t in tags))
+
+    assert _facts_ok(entries) == all(one(e) for e in entries)
