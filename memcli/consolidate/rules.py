@@ -75,7 +75,12 @@ def takes_part(mem: Memory) -> bool:
 
 def content_text(content: dict[str, Any]) -> str:
     """summary, details, then the other top-level string values sorted by key, normalised."""
-    parts = [content.get("summary"), content.get("details")]
+    summary, details = content.get("summary"), content.get("details")
+    if content.keys() <= _TEXT_KEYS:  # the usual content (a cold pass makes thousands): no sort
+        if isinstance(summary, str):
+            return default_process(f"{summary} {details}" if isinstance(details, str) else summary)
+        return default_process(details if isinstance(details, str) else "")
+    parts = [summary, details]
     parts += [content[k] for k in sorted(content) if k not in ("summary", "details")]
     return default_process(" ".join(p for p in parts if isinstance(p, str)))
 
@@ -86,6 +91,8 @@ def raw_text(content: dict[str, Any]) -> str:
     parts += [content[k] for k in sorted(content) if k not in ("summary", "details")]
     return " ".join(p for p in parts if isinstance(p, str))
 
+
+_TEXT_KEYS = frozenset({"summary", "details"})
 
 # A pair this far below the similarity threshold gets a second look without its articles.
 SECOND_LOOK_BAND = 0.10
