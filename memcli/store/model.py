@@ -145,7 +145,7 @@ class Memory:
     """
 
     __slots__ = ("_data", "_path", "_dir", "name", "fmt", "content_hash", "size", "mtime_ns", "warnings",
-                 "facts", "_load", "id", "type")
+                 "facts", "_load", "_confirm", "id", "type")
 
     def __init__(self, data: dict[str, Any] | None, path: Path | None, fmt: str, content_hash: str = "",
                  size: int = 0, mtime_ns: int = 0, warnings: list[str] | None = None, *,
@@ -162,17 +162,23 @@ class Memory:
         self.warnings = warnings if warnings is not None else []
         self.facts: dict[str, Any] = facts if facts is not None else (data if data is not None else {})
         self._load = load
+        self._confirm: Callable[[Memory, dict[str, Any]], dict[str, Any] | None] | None = None
         self.id = str(self.facts["id"])
         self.type = str(self.facts["type"])
 
     @classmethod
     def planned(cls, facts: dict[str, Any], folder: Path, name: str,
-                load: Callable[[Memory], dict[str, Any] | None]) -> Memory:
+                load: Callable[[Memory], dict[str, Any] | None],
+                confirm: Callable[[Memory, dict[str, Any]], dict[str, Any] | None] | None = None) -> Memory:
         """A memory known from its index entry (`facts`) alone; `load(memory)` reads the file's
-        record when first needed. (Made for every unchanged memory of a full run: kept lean.)"""
+        record when first needed. (Made for every unchanged memory of a full run: kept lean.)
+        With `confirm`, `load` need only check what `content` serves (the text a rule compares;
+        every other field a rule reads is the entry's), and `confirm(memory, record)` checks
+        the whole record, or reads it again, the first time `data` is asked for (to rewrite or
+        archive it): None then makes the memory one whose file went bad, as `load`'s None."""
         mem = cls.__new__(cls)
         mem._data = mem._path = None
-        mem._dir, mem.name, mem.facts, mem._load = folder, name, facts, load
+        mem._dir, mem.name, mem.facts, mem._load, mem._confirm = folder, name, facts, load, confirm
         mem.fmt = "md" if name.endswith(".md") else "json"
         mem.content_hash, mem.size, mem.mtime_ns = facts["content_hash"], facts["size"], facts["mtime_ns"]
         mem.warnings = []
@@ -192,11 +198,20 @@ class Memory:
     @property
     def data(self) -> dict[str, Any]:
         if self._data is None:
-            read = self._load(self) if self._load is not None else None
-            if read is None:
-                self.content_hash = VANISHED
-            self._data = read if read is not None else dict(self.facts)
-        return self._data
+            self._fetch()
+        if self._confirm is not None:  # read for its content alone so far: the whole record now
+            confirm, self._confirm = self._confirm, None
+            self._settle(confirm(self, self._data))  # type: ignore[arg-type]
+        return self._data  # type: ignore[return-value]
+
+    def _fetch(self) -> None:
+        self._settle(self._load(self) if self._load is not None else None)
+
+    def _settle(self, read: dict[str, Any] | None) -> None:
+        if read is None:  # gone, or bad input: planned as a file no longer there (see VANISHED)
+            self.content_hash = VANISHED
+            self._confirm = None
+        self._data = read if read is not None else dict(self.facts)
 
     @property
     def subtype(self) -> str:
@@ -212,7 +227,9 @@ class Memory:
 
     @property
     def content(self) -> dict[str, Any]:
-        content = self.data.get("content")
+        if self._data is None:
+            self._fetch()  # (content only: `data` checks the rest of the record when asked for)
+        content = self._data.get("content")  # type: ignore[union-attr]
         return content if isinstance(content, dict) else {}
 
     def ts(self, name: str) -> dt.datetime | None:
@@ -293,6 +310,18 @@ def plainly_valid(data: Any, file_id: str) -> bool:
         return False
     details, timeline = content.get("details", ""), content.get("timeline", _NONE)
     return type(details) is str and (timeline is _NONE or type(timeline) is list)
+
+
+def content_usable(data: Any, file_id: str) -> bool:
+    """Whether a record read for its text alone may serve it: an object with this id whose
+    content is an object with string details and a list timeline where present, as
+    `plainly_valid` requires of them. (The other fields of a memory planned from its index
+    entry are the entry's; the whole record is checked before it is rewritten or archived.)"""
+    if type(data) is not dict or data.get("id") != file_id:
+        return False
+    content = data.get("content")
+    return (type(content) is dict and type(content.get("details", "")) is str
+            and type(content.get("timeline", _NONE)) is list)
 
 
 def _check_id(data: dict[str, Any], file_id: str | None, problems: list[str]) -> None:

@@ -28,7 +28,17 @@ from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFou
 from memcli.store import cache, fsops, index, locate
 from memcli.store.index import Snapshot
 from memcli.store.locate import OPS_MARKERS  # noqa: F401  (re-exported)
-from memcli.store.model import MAX_DEPTH, Memory, decode, is_valid_id, now, plainly_valid, sha256, validate
+from memcli.store.model import (
+    MAX_DEPTH,
+    Memory,
+    content_usable,
+    decode,
+    is_valid_id,
+    now,
+    plainly_valid,
+    sha256,
+    validate,
+)
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 STAMP_AGE_NS = 1_000_000_000  # see Store._names_since: well over any file system's timestamp tick
@@ -464,13 +474,19 @@ class Store:
         def load(mem: Memory) -> dict[str, Any] | None:
             return self._read_record(folder, mem.name)
 
-        return [Memory.planned(e, folder.path, str(e["file"]), load) for e in entries]
+        def confirm(mem: Memory, record: dict[str, Any]) -> dict[str, Any] | None:
+            return self._whole_record(folder, mem.name, record)
+
+        return [Memory.planned(e, folder.path, str(e["file"]), load, confirm) for e in entries]
 
     def _read_record(self, folder: Folder, name: str) -> dict[str, Any] | None:
         """The record of a memory planned from its index entry, read when a rule first needs
-        it (a cold pass reads most of a folder this way): as `_read_in` would give it, without
-        what the planned memory already has (its hash, size and mtime are the entry's) or does
-        not keep (a Memory, its warnings). None when the file is gone or bad input."""
+        its text (a cold pass reads most of a folder this way): as `_read_in` would give it,
+        without what the planned memory already has (its hash, size and mtime are the entry's)
+        or does not keep (a Memory, its warnings), and checked only as far as its text is
+        used (`model.content_usable`): every other field a rule reads is the entry's, and
+        `_whole_record` checks them before the record is rewritten or archived. None when the
+        file is gone or bad input."""
         if name.endswith(".json") and folder.scope != "archive":  # (.md: the full read)
             raw = _read_plain(f"{folder.path}/{name}")
             if raw is not None and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:  # (else: decode's walk)
@@ -478,9 +494,21 @@ class Store:
                     data = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     data = None
-                if plainly_valid(data, name[:-5]) and not _scope_mismatch(data, folder):
+                if content_usable(data, name[:-5]):
                     return data  # type: ignore[no-any-return]
         read = self._read_in(folder, name, [])  # anything unusual: the full read says what it is
+        return None if read is None else read.data
+
+    def _whole_record(self, folder: Folder, name: str, record: dict[str, Any]) -> dict[str, Any] | None:
+        """`record`, read by `_read_record`, when it is valid as a whole, as a full read would
+        find it; else the full read of the file, which gives the record (a timestamp without a
+        zone: valid, with a warning) or None (bad input: the memory is then planned as gone)."""
+        dot = name.rfind(".")
+        stem = name[:dot] if 0 < dot < len(name) - 1 else name
+        file_id = stem.split("@")[0] if folder.scope == "archive" else stem
+        if plainly_valid(record, file_id) and not _scope_mismatch(record, folder):
+            return record
+        read = self._read_in(folder, name, [])
         return None if read is None else read.data
 
     def read_quietly(self, path: Path, folder: Folder) -> Memory | None:

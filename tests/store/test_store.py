@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -343,3 +344,59 @@ def test_checking_a_folders_facts_at_once_is_checking_each_entry(entries: list[d
                 and type(tags) is list and all(type(t) is str for t in tags))
 
     assert _facts_ok(entries) == all(one(e) for e in entries)
+
+
+def test_a_planned_memory_read_for_its_text_checks_the_rest_when_its_record_is_needed(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory planned from its index entry is read once: for its text only the id and the
+    content are checked (the rules read every other field from the entry); its whole record
+    is checked when `data` is asked for, as a full read would: a timestamp without a zone is
+    a warning (the record is used), a scope that names another folder or an unknown priority
+    make the memory one whose file went bad (its hash then no file's, its record the entry)."""
+    from memcli.store.memories import reindex
+    from memcli.store.model import VANISHED
+
+    mems = {kind: add(store, summary=f"the {kind} one") for kind in ("usual", "zoneless", "moved", "odd")}
+    s = Store(store)
+    reindex(s)
+    folder = s.folder("agent", "coder")
+    where = store / "agent" / "coder"
+    scan = s.scan(folder, load=False, entries=False, compare=False)
+    planned = {m.id: m for m in s.planned(folder, scan.entries)}
+    edits = {"zoneless": {"created_at": mems["zoneless"]["created_at"].rstrip("Z")},
+             "moved": {"scope_id": "reviewer"}, "odd": {"priority": "urgent"}}
+    for kind, change in edits.items():  # same size or not: the entry is trusted from here on
+        (where / f"{mems[kind]['id']}.json").write_bytes(orjson.dumps({**mems[kind], **change}))
+    reads: list[str] = []
+    original = Store._read_in
+
+    def spy(self: Store, folder: Any, name: str, problems: Any, path: Any = None) -> Any:
+        reads.append(name)
+        return original(self, folder, name, problems, path)
+
+    monkeypatch.setattr(Store, "_read_in", spy)
+    for kind, mem in mems.items():
+        planned_mem = planned[mem["id"]]
+        assert planned_mem.content == mem["content"], kind  # the text, from the file
+    assert reads == []  # every one read the quick way, for its text
+    assert planned[mems["usual"]["id"]].data == mems["usual"] and reads == []
+    assert planned[mems["zoneless"]["id"]].data["created_at"] == edits["zoneless"]["created_at"]
+    for kind in ("moved", "odd"):
+        mem = planned[mems[kind]["id"]]
+        assert mem.data == mem.facts and mem.content_hash == VANISHED, kind
+    assert sorted(reads) == sorted(f"{mems[k]['id']}.json" for k in edits)  # the full read, once each
+    assert all(planned[m["id"]].content_hash != VANISHED for m in (mems["usual"], mems["zoneless"]))
+
+
+@pytest.mark.parametrize(("change", "usable"), [
+    ({}, True), ({"id": "mem_other"}, False), ({"content": "text"}, False),
+    ({"content": {"summary": "s", "details": 3}}, False), ({"content": {"summary": "s", "timeline": "t"}}, False),
+    ({"content": {"summary": "s", "timeline": [], "details": ""}}, True), ({"content": {}}, True),
+    ({"priority": "urgent", "scope_id": "elsewhere"}, True),  # the entry's, not the text's: checked later
+])
+def test_what_a_record_read_for_its_text_must_be(change: dict[str, object], usable: bool) -> None:
+    from memcli.store.model import content_usable
+
+    data = {**record(id="mem_a"), **change}
+    assert content_usable(data, "mem_a") == usable
+    assert not content_usable([data], "mem_a") and not content_usable(data, "mem_b")
