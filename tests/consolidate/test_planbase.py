@@ -13,7 +13,7 @@ from memcli.consolidate import engine
 from memcli.consolidate.planner import plan
 from memcli.consolidate.plantypes import RunOptions
 from memcli.store.memories import reindex
-from memcli.store.model import decode, now
+from memcli.store.model import decode, encode, now
 from memcli.store.store import Store
 from tests.conftest import add, days_ago
 
@@ -85,3 +85,27 @@ def test_plan_out_and_a_real_run_carry_the_archive_records(store: Path, tmp_path
     for mem in stale:
         moved = decode(next((store / "archive").glob(f"{mem['id']}*")).read_bytes(), "json")
         assert moved["content"] == mem["content"] and moved["archive_reason"] == "stale"
+
+
+def test_an_edit_after_reindex_is_seen_by_a_cold_dry_run(store: Path) -> None:
+    """A file edited after `reindex` is planned from the file, not its entry: an edit that
+    makes one memory a restatement of another gives a merge; one that makes a memory stale
+    (never used) gives an archive; one that breaks a file is reported, naming it, and the run
+    goes on."""
+    old = add(store, summary="Rotate the staging keys every Monday before the deploy",
+              created_at=days_ago(50), tags=["keys"])
+    other = add(store, summary="Completely unrelated note about lunch menus", created_at=days_ago(40),
+                tags=["keys"])
+    used = add(store, summary="A note used a lot", access_count=5, last_accessed=days_ago(1), tags=["n"])
+    broken = add(store, summary="soon broken", tags=["b"])
+    reindex(Store(store))
+    where = store / "agent" / "coder"
+    assert engine.consolidate(Store(store), dry_run=True).actions == []
+    (where / f"{other['id']}.json").write_bytes(encode(
+        {**other, "content": {"summary": old["content"]["summary"] + "."}}, "json"))
+    (where / f"{used['id']}.json").write_bytes(encode({**used, "access_count": 0}, "json"))
+    (where / f"{broken['id']}.json").write_text("{not json")
+    out = engine.consolidate(Store(store), dry_run=True)
+    assert {(a["type"], tuple(a.get("source_ids") or [a.get("memory_id")])) for a in out.actions} == {
+        ("merge", (old["id"], other["id"])), ("archive", (used["id"],))}
+    assert any(f"{broken['id']}.json" in note for note in out.notes)
