@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat as statmod
 import time
 from collections import Counter, defaultdict
@@ -17,7 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,12 @@ import orjson
 from memcli.config import Settings, load_settings
 from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError, UnsafePathError
 from memcli.store import cache, fsops, index, locate
+from memcli.store.entries import all_trusted as _all_trusted
+from memcli.store.entries import differ_in_place as _differ_in_place
+from memcli.store.entries import differ_with_new as _differ_with_new
+from memcli.store.entries import facts_ok as _facts_ok
+from memcli.store.entries import run_hashes as _run_hashes
+from memcli.store.entries import trusted as _trusted
 from memcli.store.index import Snapshot
 from memcli.store.locate import OPS_MARKERS  # noqa: F401  (re-exported)
 from memcli.store.model import (
@@ -772,83 +776,6 @@ def _read_fd(fd: int, size: int) -> bytes:
     while chunk := os.read(fd, 1 << 16):
         parts.append(chunk)
     return b"".join(parts)
-
-
-def _differ_in_place(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
-    """The names whose stat differs from the snapshot row of the same position. Compared as
-    whole lists first (in C): a folder nobody touched costs no per-file Python."""
-    if None not in stats:
-        sizes = [st.st_size for st in stats]  # type: ignore[union-attr]
-        mtimes = [st.st_mtime_ns for st in stats]  # type: ignore[union-attr]
-        if sizes == snap.sizes.tolist() and mtimes == snap.mtimes.tolist() and (
-                not mtimes or max(mtimes) < snap.written_ns):
-            return []
-    return [n for i, (n, st) in enumerate(zip(names, stats, strict=True))
-            if st is None or not snap.trusted(i, st.st_size, st.st_mtime_ns)]
-
-
-def _differ_with_new(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
-    """Files were added (a session wrote memories): the new ones differ, the others are
-    compared as in `_differ_in_place` when they are exactly the snapshot's files."""
-    before = set(snap.names)
-    known = [n for n in names if n in before]
-    if known != snap.names:
-        return [n for n, st in zip(names, stats, strict=True) if st is None or not _trusted(snap, n, st)]
-    added = [n for n in names if n not in before]
-    known_stats = [st for n, st in zip(names, stats, strict=True) if n in before]
-    return sorted(added + _differ_in_place(known, known_stats, snap))
-
-
-def _trusted(snap: index.Snapshot, name: str, st: os.stat_result) -> bool:
-    row = snap.row(name)
-    return row is not None and snap.trusted(row, st.st_size, st.st_mtime_ns)
-
-
-def _all_trusted(entries: list[Any], names: list[str], stats: list[os.stat_result | None]) -> bool:
-    """Whether the index entries are the folder's files exactly, in order, each with its
-    file's size and mtime and every field a run plans from: what scan(load=False) checks a
-    file at a time, checked as whole lists (a warm run's common case, and a cold one's)."""
-    if len(entries) != len(names) or None in stats or not all([type(e) is dict for e in entries]):
-        return False
-    try:
-        return ([e["file"] for e in entries] == names
-                and [e["size"] for e in entries] == [st.st_size for st in stats]  # type: ignore[union-attr]
-                and [e["mtime_ns"] for e in entries] == [st.st_mtime_ns for st in stats]  # type: ignore[union-attr]
-                and _ids_ok([e.get("id") for e in entries])
-                and _facts_ok(entries)
-                and all([bool(e.get("content_hash")) and "text_len" in e for e in entries]))
-    except KeyError:
-        return False
-
-
-# Ids one per line, each as `model.ID_RE` takes it: a folder's ids checked in one match.
-_ID_LINES = re.compile(r"(?:mem_[0-9A-Za-z_-]{1,64}\n)*")
-
-
-def _ids_ok(ids: list[Any]) -> bool:
-    """Whether every one of `ids` is a valid memory id (`model.is_valid_id`), as one match
-    over the ids joined by newlines rather than a call and a match an id. (A stricter test:
-    an id ending in a newline, which `is_valid_id` lets through, fails here, and the entries
-    are then checked one at a time.)"""
-    if not set(map(type, ids)) <= {str}:
-        return False
-    lines = "\n".join(ids) + "\n"
-    return not ids or (lines.count("\n") == len(ids) and _ID_LINES.fullmatch(lines) is not None)
-
-
-def _facts_ok(entries: list[dict[str, Any]]) -> bool:
-    """Whether the cached facts a run plans from have the types the rules use them as: an
-    index edited by hand (or by a hostile hand) with `"tags": [[1]]` or `"access_count": "x"`
-    is not trusted, and the files are read instead. Whole lists: a warm run checks 100,000
-    entries this way in a few tens of milliseconds (the tags' types in one set, in C)."""
-    return (set(map(type, [e.get("access_count") for e in entries])) <= {int}
-            and set(map(type, [e.get("details_len") for e in entries])) <= {int}
-            and set(map(type, tags := [e.get("tags") for e in entries])) <= {list}
-            and set(map(type, chain.from_iterable(tags))) <= {str})  # type: ignore[arg-type]
-
-
-def _run_hashes(old: dict[Any, dict[str, Any]]) -> dict[str, Any]:
-    return {str(e.get("id")): e.get("run_hash") for e in old.values()}
 
 
 def _scope_mismatch(data: dict[str, Any], folder: Folder) -> list[str]:

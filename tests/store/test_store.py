@@ -323,8 +323,8 @@ _ODD_FACTS = [0, 3, -1, True, None, "2", 1.0, [], ["x"], ["x", 1], [["x"]], {}]
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_ODD_IDS), max_size=6))
 def test_checking_a_folders_ids_at_once_passes_only_valid_ids(ids: list[object]) -> None:
+    from memcli.store.entries import ids_ok as _ids_ok
     from memcli.store.model import is_valid_id
-    from memcli.store.store import _ids_ok
 
     ok = _ids_ok(ids)
     assert not ok or all(is_valid_id(i) for i in ids)
@@ -336,7 +336,7 @@ def test_checking_a_folders_ids_at_once_passes_only_valid_ids(ids: list[object])
                                                     for k in ("access_count", "details_len", "tags")}),
                 max_size=5))
 def test_checking_a_folders_facts_at_once_is_checking_each_entry(entries: list[dict[str, object]]) -> None:
-    from memcli.store.store import _facts_ok
+    from memcli.store.entries import facts_ok as _facts_ok
 
     def one(e: dict[str, object]) -> bool:
         tags = e.get("tags")
