@@ -51,6 +51,7 @@ def consolidate(store: Store, *, trigger: str = "manual", dry_run: bool = False,
     opts = RunOptions(trigger, limit, consent, folders, progress=progress)
     notes = _attach_llm(store, opts, llm)
     if dry_run or plan_out is not None:
+        opts.records = plan_out is not None  # a bare dry run shows no file's bytes
         planning = plan(store, opts, now())
         planning.plan.notes += notes + _llm_notes(opts) + _pending_note(store)
         if plan_out is not None:

@@ -92,7 +92,7 @@ class MergeGroups(PairSearch):
             data["content"] = {**data["content"], "summary": summary}
         ops = [self.rewrite(keeper, data)]
         for member in members:
-            ops += self.archive_ops(member, self._archived(member, "merged", keeper.mem.id))
+            ops += self.archive_as(member, "merged", keeper.mem.id)
         ids = [m.mem.id for m in reversed(members)] + [keeper.mem.id]
         self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": keeper.mem.id, **similar},
                         f"the newest keeps; {len(members)} older duplicate(s) archived" + lines,
@@ -102,7 +102,7 @@ class MergeGroups(PairSearch):
                               scores: dict[str, float]) -> None:
         ops: list[FileOp] = []
         for item in absorbed:
-            ops += self.archive_ops(item, self._archived(item, "merged", survivor.mem.id))
+            ops += self.archive_as(item, "merged", survivor.mem.id)
         ids = [i.mem.id for i in reversed(absorbed)] + [survivor.mem.id]
         similar, lines = merge_figures(survivor, absorbed, group[0], scores, self._meaning, self.cfg.scorer)
         log = {"type": "merge", "source_ids": ids, "result_id": survivor.mem.id, **similar}
@@ -129,7 +129,7 @@ class MergeGroups(PairSearch):
         """The older is archived as superseded by the newer, whose content stays as it is."""
         if self.protected(older):
             return
-        ops = self.archive_ops(older, self._archived(older, "replaced", newer.mem.id))
+        ops = self.archive_as(older, "replaced", newer.mem.id)
         ids = [older.mem.id, newer.mem.id]
         self.add(Action("merge", {"type": "merge", "source_ids": ids, "result_id": newer.mem.id,
                                   "method": "llm_replace"},

@@ -44,13 +44,15 @@ class LaterRules(DuplicateMerging):
         promote: list[Live] = []
         archive: list[Live] = []
         self._lists = {"summarize": summarize, "promote": promote, "archive": archive}
+        now, cfg, is_stale = self.now, self.cfg, self._is_stale  # (every memory of the store)
         for item in order:
             mem = item.mem
-            if mem.type == "episodic" and rules.needs_summary(mem, self.now, self.cfg):
+            kind = mem.type
+            if kind == "episodic" and rules.needs_summary(mem, now, cfg):
                 summarize.append(item)
-            elif mem.type == "procedural" and rules.promotion_target(mem, self.cfg) is not None:
+            elif kind == "procedural" and rules.promotion_target(mem, cfg) is not None:
                 promote.append(item)
-            if self._is_stale(mem):
+            if is_stale(mem):
                 archive.append(item)
 
     def _candidates(self, rule: str, wanted: Callable[[Memory], bool]) -> list[Live]:
@@ -102,7 +104,7 @@ class LaterRules(DuplicateMerging):
 
     def archive_stale(self) -> None:
         for item in self._candidates("archive", self._is_stale):
-            ops = self.archive_ops(item, self._archived(item, "stale"))
+            ops = self.archive_as(item, "stale")
             self.add(Action("archive", {"type": "archive", "memory_id": item.mem.id, "reason": "stale"},
                             _stale_why(item.mem),
                             touches=[item.mem.id], ops=ops, folders=[item.folder.rel, "archive"]))

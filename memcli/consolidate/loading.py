@@ -54,13 +54,16 @@ class FolderLoading(PlannerBase):
                                          f"duplicate id {mem_id} (in {', '.join(twins[mem_id])}); left "
                                          "out until one copy is renamed", "duplicate_id"))
         run_hashes, prefix = scan.run_hashes, folder.rel + "/"
+        # (once per memory of the store: locals, and no call for pending uses when there are none)
+        with_uses, key, live, loaded = self._with_uses if self.uses else None, rules.newest_first_key, \
+            self.live, self._all_loaded
         for mem_id in sorted(mems):  # signatures are looked up when a block needs them (_sigs)
-            mem = self._with_uses(mems[mem_id])
+            mem = mems[mem_id] if with_uses is None else with_uses(mems[mem_id])
             run_hash = run_hashes.get(mem_id)
-            item = Live(mem, folder, prefix + mem.name, run_hash, run_hash != mem.content_hash,
-                        None, rules.newest_first_key(mem))
-            self._all_loaded.append(item)
-            self.live[mem_id] = item
+            item = Live(mem, folder, prefix + mem.name, run_hash, run_hash != mem.content_hash, None,
+                        key(mem))
+            loaded.append(item)
+            live[mem_id] = item
         self.seen.update(self._flagged_ids.intersection(mems))
         self._loaded += len(mems)
 

@@ -129,9 +129,10 @@ class PlannerBase:
         self._protection.pop(item.mem.id, None)
         return op
 
-    def archive_ops(self, item: Live, data: dict[str, Any]) -> list[FileOp]:
-        """Plan the move of a memory into archive/ (whole, with the archive fields)."""
-        raw = encode(data, item.mem.fmt)
+    def archive_ops(self, item: Live, data: dict[str, Any] | None) -> list[FileOp]:
+        """Plan the move of a memory into archive/ (whole, with the archive fields). `data`
+        None (a bare dry run, see `archive_as`): the same ops without the record's bytes."""
+        raw = None if data is None else encode(data, item.mem.fmt)
         dest = self._archive_name(item.mem.id, item.mem.fmt)
         ops = [FileOp("create", dest, None, raw), FileOp("remove", item.rel, item.mem.content_hash)]
         del self.live[item.mem.id]
@@ -147,6 +148,15 @@ class PlannerBase:
 
     def add(self, action: Action) -> None:
         self.plan.actions.append(action)
+    def archive_as(self, item: Live, reason: str, superseded_by: str | None = None) -> list[FileOp]:
+        """`archive_ops` with its archive record, made only when the plan carries bytes
+        (`RunOptions.records`): a bare dry run of a store with thousands of stale memories
+        would otherwise read each of them for a record it never shows. The ops' kinds, paths
+        and expected hashes are the same either way, and so is the run id made from them."""
+        if not self.opts.records:
+            return self.archive_ops(item, None)
+        return self.archive_ops(item, self._archived(item, reason, superseded_by))
+
     def _archived(self, item: Live, reason: str, superseded_by: str | None = None) -> dict[str, Any]:
         return rules.archived_record(item.mem.data, reason=reason, folder=item.folder.rel,
                                      run_id=self.plan.run_id, stamp=self.stamp,

@@ -99,11 +99,14 @@ class Planner(LaterRules):
 
     def _count_protected(self) -> None:
         """How many memories of the run's scope are protected, by reason (for the report)."""
-        for item in self._all_loaded:
-            if (item.changed or self.opts.trigger != "session_end") and rules.takes_part(item.mem):
-                reason = self.protected(item)
+        whole = self.opts.trigger != "session_end"
+        counts, known, takes_part = self.protected_counts, self._protection, rules.takes_part
+        for item in self._all_loaded:  # (every memory of the store: the lookups of `protected` inline)
+            if (whole or item.changed) and takes_part(item.mem):
+                mem_id = item.mem.id
+                reason = known[mem_id] if mem_id in known else self.protected(item)
                 if reason:
-                    self.protected_counts[reason] = self.protected_counts.get(reason, 0) + 1
+                    counts[reason] = counts.get(reason, 0) + 1
 
     def _release(self, folder: Folder) -> None:
         self._count_protected()

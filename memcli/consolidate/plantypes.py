@@ -47,6 +47,9 @@ class RunOptions:
     masker: Any = None
     progress: Progress | None = None
     warm_caches: bool = False  # a real run: leave caches that cover what it rewrites
+    # whether the plan carries the bytes it would write (a real run, --plan-out); a bare dry
+    # run only reports, and so need not read a memory just to make its archive record
+    records: bool = True
 
 
 @dataclass

@@ -34,16 +34,19 @@ def protection_reason(mem: Memory, now: dt.datetime, cfg: Consolidation, consent
     """Why a memory is protected (SPEC 2), or None. Protected memories are never rewritten,
     moved or archived by a consolidation action."""
     data = mem.facts  # every field here is in the index entry too: no need to read the file
-    if data.get("priority") == "critical":
+    get = data.get  # (this runs for every memory of a full pass: plain lookups, no properties)
+    if get("priority") == "critical":
         return "critical"
-    tags = data.get("tags") or ()  # (a list of strings: validated)
-    if "permanent" in tags:
-        return "permanent"
-    if "protected" in tags:
-        return "protected_tag"
-    if mem.created_by == "USER" and data.get("consent") is not True and not consent:
+    tags = get("tags")  # (a list of strings: validated)
+    if tags:
+        if "permanent" in tags:
+            return "permanent"
+        if "protected" in tags:
+            return "protected_tag"
+    # (created_by and subtype are strings: compared as they are, as `str(value or "")` would)
+    if get("created_by") == "USER" and get("consent") is not True and not consent:
         return "user_without_consent"
-    if mem.type == "semantic" and mem.subtype == "decision":
+    if mem.type == "semantic" and get("subtype") == "decision":
         return "decision"
     if is_fresh(mem, now, cfg.min_age_days):
         return "fresh"
@@ -54,15 +57,17 @@ def is_fresh(mem: Memory, now: dt.datetime, min_age_days: float) -> bool:
     """Younger than `min_age_days` by created_at; a future created_at is fresh too."""
     value = mem.facts.get("created_at")
     cutoff = _cutoff(now, min_age_days)
-    if cutoff is not None and isinstance(value, str) and _canonical(value):
-        return value > cutoff  # canonical UTC stamps compare as strings: no parsing
+    if cutoff is not None and type(value) is str and len(value) == 20 and value[10] == "T" \
+            and value[19] == "Z":
+        return value > cutoff  # canonical UTC stamps compare as strings: no parsing (_canonical)
     created = mem.ts("created_at")
     return created is None or now - created < dt.timedelta(days=min_age_days)
 
 
 def takes_part(mem: Memory) -> bool:
     """Archived and superseded memories take part in no rule."""
-    return not mem.facts.get("superseded_by") and "archived_at" not in mem.facts
+    facts = mem.facts
+    return not facts.get("superseded_by") and "archived_at" not in facts
 
 
 # ---------------------------------------------------------------- similarity
@@ -70,7 +75,12 @@ def takes_part(mem: Memory) -> bool:
 
 def content_text(content: dict[str, Any]) -> str:
     """summary, details, then the other top-level string values sorted by key, normalised."""
-    parts = [content.get("summary"), content.get("details")]
+    summary, details = content.get("summary"), content.get("details")
+    if content.keys() <= _TEXT_KEYS:  # the usual content (a cold pass makes thousands): no sort
+        if isinstance(summary, str):
+            return default_process(f"{summary} {details}" if isinstance(details, str) else summary)
+        return default_process(details if isinstance(details, str) else "")
+    parts = [summary, details]
     parts += [content[k] for k in sorted(content) if k not in ("summary", "details")]
     return default_process(" ".join(p for p in parts if isinstance(p, str)))
 
@@ -81,6 +91,8 @@ def raw_text(content: dict[str, Any]) -> str:
     parts += [content[k] for k in sorted(content) if k not in ("summary", "details")]
     return " ".join(p for p in parts if isinstance(p, str))
 
+
+_TEXT_KEYS = frozenset({"summary", "details"})
 
 # A pair this far below the similarity threshold gets a second look without its articles.
 SECOND_LOOK_BAND = 0.10
@@ -300,12 +312,15 @@ def is_stale(mem: Memory, now: dt.datetime, cfg: Consolidation) -> bool:
     """Never used, or last used more than stale_after_days ago. A last_accessed in the future
     never makes a memory stale; a memory used but with no last_accessed falls back to
     updated_at, then created_at."""
-    if int(mem.facts.get("access_count") or 0) == 0:
+    facts = mem.facts
+    count = facts.get("access_count")
+    if not count or (type(count) is not int and int(count) == 0):  # (an int: validated)
         return True
     cutoff = _cutoff(now, cfg.stale_after_days)
-    value = mem.facts.get("last_accessed")
-    if cutoff is not None and isinstance(value, str) and _canonical(value):
-        return value < cutoff  # canonical UTC stamps compare as strings: no parsing
+    value = facts.get("last_accessed")
+    if cutoff is not None and type(value) is str and len(value) == 20 and value[10] == "T" \
+            and value[19] == "Z":
+        return value < cutoff  # canonical UTC stamps compare as strings: no parsing (_canonical)
     last = mem.ts("last_accessed") or mem.ts("updated_at") or mem.ts("created_at")
     return last is not None and now - last > dt.timedelta(days=cfg.stale_after_days)
 
@@ -321,6 +336,10 @@ _CUTOFF: list[tuple[dt.datetime, float, str | None]] = []
 
 def _cutoff(now: dt.datetime, days: float) -> str | None:
     """now - days as a canonical stamp, when that is exact (now in whole seconds)."""
+    if _CUTOFF:  # (the latest one first: a run asks for the same two again and again)
+        known, known_days, stamp = _CUTOFF[0]
+        if known is now and known_days == days:
+            return stamp
     for known, known_days, stamp in _CUTOFF:
         if known is now and known_days == days:
             return stamp

@@ -145,7 +145,7 @@ class Memory:
     """
 
     __slots__ = ("_data", "_path", "_dir", "name", "fmt", "content_hash", "size", "mtime_ns", "warnings",
-                 "facts", "_load", "id", "type")
+                 "facts", "_load", "_confirm", "id", "type")
 
     def __init__(self, data: dict[str, Any] | None, path: Path | None, fmt: str, content_hash: str = "",
                  size: int = 0, mtime_ns: int = 0, warnings: list[str] | None = None, *,
@@ -162,17 +162,23 @@ class Memory:
         self.warnings = warnings if warnings is not None else []
         self.facts: dict[str, Any] = facts if facts is not None else (data if data is not None else {})
         self._load = load
+        self._confirm: Callable[[Memory, dict[str, Any]], dict[str, Any] | None] | None = None
         self.id = str(self.facts["id"])
         self.type = str(self.facts["type"])
 
     @classmethod
     def planned(cls, facts: dict[str, Any], folder: Path, name: str,
-                load: Callable[[Memory], dict[str, Any] | None]) -> Memory:
+                load: Callable[[Memory], dict[str, Any] | None],
+                confirm: Callable[[Memory, dict[str, Any]], dict[str, Any] | None] | None = None) -> Memory:
         """A memory known from its index entry (`facts`) alone; `load(memory)` reads the file's
-        record when first needed. (Made for every unchanged memory of a full run: kept lean.)"""
+        record when first needed. (Made for every unchanged memory of a full run: kept lean.)
+        With `confirm`, `load` need only check what `content` serves (the text a rule compares;
+        every other field a rule reads is the entry's), and `confirm(memory, record)` checks
+        the whole record, or reads it again, the first time `data` is asked for (to rewrite or
+        archive it): None then makes the memory one whose file went bad, as `load`'s None."""
         mem = cls.__new__(cls)
         mem._data = mem._path = None
-        mem._dir, mem.name, mem.facts, mem._load = folder, name, facts, load
+        mem._dir, mem.name, mem.facts, mem._load, mem._confirm = folder, name, facts, load, confirm
         mem.fmt = "md" if name.endswith(".md") else "json"
         mem.content_hash, mem.size, mem.mtime_ns = facts["content_hash"], facts["size"], facts["mtime_ns"]
         mem.warnings = []
@@ -192,11 +198,20 @@ class Memory:
     @property
     def data(self) -> dict[str, Any]:
         if self._data is None:
-            read = self._load(self) if self._load is not None else None
-            if read is None:
-                self.content_hash = VANISHED
-            self._data = read if read is not None else dict(self.facts)
-        return self._data
+            self._fetch()
+        if self._confirm is not None:  # read for its content alone so far: the whole record now
+            confirm, self._confirm = self._confirm, None
+            self._settle(confirm(self, self._data))  # type: ignore[arg-type]
+        return self._data  # type: ignore[return-value]
+
+    def _fetch(self) -> None:
+        self._settle(self._load(self) if self._load is not None else None)
+
+    def _settle(self, read: dict[str, Any] | None) -> None:
+        if read is None:  # gone, or bad input: planned as a file no longer there (see VANISHED)
+            self.content_hash = VANISHED
+            self._confirm = None
+        self._data = read if read is not None else dict(self.facts)
 
     @property
     def subtype(self) -> str:
@@ -212,7 +227,9 @@ class Memory:
 
     @property
     def content(self) -> dict[str, Any]:
-        content = self.data.get("content")
+        if self._data is None:
+            self._fetch()  # (content only: `data` checks the rest of the record when asked for)
+        content = self._data.get("content")  # type: ignore[union-attr]
         return content if isinstance(content, dict) else {}
 
     def ts(self, name: str) -> dt.datetime | None:
@@ -252,34 +269,28 @@ _NONE: list[str] = []  # a field left out (`is` tells it from any value read fro
 _USUAL_TYPES = frozenset(TYPES)
 _USUAL_PRIORITIES = frozenset(PRIORITIES)
 _USUAL_SCOPES = frozenset(SCOPES)
+_STR_OR_NONE = (str, type(None))
 
 
 def plainly_valid(data: Any, file_id: str) -> bool:
     """True when `validate(data, file_id=file_id)` finds no problem and no warning, checked
     the quick way for the usual record (every memory of a full pass goes through here);
-    False when unsure: `validate` then says what is wrong, if anything."""
+    False when unsure: `validate` then says what is wrong, if anything. (Tests in one
+    expression where it can: a cold pass calls this 20,000 times a second of its work.)"""
     if type(data) is not dict:
         return False
     get = data.get
-    content, created = get("content"), get("created_at")
-    kind = get("type")
-    if (get("id") != file_id or not ID_RE.match(file_id) or type(kind) is not str or kind not in _USUAL_TYPES
-            or type(content) is not dict or type(created) is not str or not _CANONICAL_TS.match(created)):
-        return False
+    content, created, kind = get("content"), get("created_at"), get("type")
     priority, scope = get("priority", "normal"), get("scope")
-    if type(priority) is not str or priority not in _USUAL_PRIORITIES or not (
-            scope is None or (type(scope) is str and scope in _USUAL_SCOPES)):
-        return False
-    for name in ("subtype", "scope_id", "created_by"):
-        value = get(name, "")
-        if type(value) is not str:
-            return False
-    for name in ("promoted_to", "promoted_from"):
-        value = get(name)
-        if value is not None and type(value) is not str:
-            return False
-    if "consent" in data and type(data["consent"]) is not bool:
-        return False
+    if (get("id") != file_id or type(content) is not dict or type(kind) is not str or kind not in _USUAL_TYPES
+            or type(created) is not str or not _STAMP(created) or not ID_RE.match(file_id)
+            or type(priority) is not str or priority not in _USUAL_PRIORITIES
+            or (scope is not None and (type(scope) is not str or scope not in _USUAL_SCOPES))
+            or type(get("subtype", "")) is not str or type(get("scope_id", "")) is not str
+            or type(get("created_by", "")) is not str or type(get("consent", False)) is not bool
+            or type(get("promoted_to")) not in _STR_OR_NONE
+            or type(get("promoted_from")) not in _STR_OR_NONE):
+        return False  # (strings only into `in` on the frozensets: a list is unhashable)
     for name in ("tags", "supersedes", "superseded_by"):
         value = get(name, _NONE)
         if value is _NONE:
@@ -289,15 +300,28 @@ def plainly_valid(data: Any, file_id: str) -> bool:
         for item in value:
             if type(item) is not str:
                 return False
-    count = get("access_count", 0)
+    count, updated, used = get("access_count", 0), get("updated_at"), get("last_accessed")
     if type(count) is not int or count < 0:
         return False
-    for name in ("updated_at", "last_accessed"):
-        value = get(name)
-        if value is not None and (type(value) is not str or not _CANONICAL_TS.match(value)):
-            return False
+    # updated_at is often created_at itself: one match for both
+    if updated is not None and updated != created and (type(updated) is not str or not _STAMP(updated)):
+        return False
+    if used is not None and (type(used) is not str or not _STAMP(used)):
+        return False
     details, timeline = content.get("details", ""), content.get("timeline", _NONE)
     return type(details) is str and (timeline is _NONE or type(timeline) is list)
+
+
+def content_usable(data: Any, file_id: str) -> bool:
+    """Whether a record read for its text alone may serve it: an object with this id whose
+    content is an object with string details and a list timeline where present, as
+    `plainly_valid` requires of them. (The other fields of a memory planned from its index
+    entry are the entry's; the whole record is checked before it is rewritten or archived.)"""
+    if type(data) is not dict or data.get("id") != file_id:
+        return False
+    content = data.get("content")
+    return (type(content) is dict and type(content.get("details", "")) is str
+            and type(content.get("timeline", _NONE)) is list)
 
 
 def _check_id(data: dict[str, Any], file_id: str | None, problems: list[str]) -> None:
@@ -361,6 +385,7 @@ def _check_types(data: dict[str, Any], problems: list[str]) -> None:
 _CANONICAL_TS = re.compile(
     r"(?!0000)\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)"
     r"|(?:0[13578]|1[02])-31)T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\dZ\Z")
+_STAMP = _CANONICAL_TS.match
 
 
 def _check_times(data: dict[str, Any], problems: list[str], warnings: list[str]) -> None:

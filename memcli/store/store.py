@@ -19,12 +19,30 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from memcli.config import Settings, load_settings
 from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError, UnsafePathError
 from memcli.store import cache, fsops, index, locate
+from memcli.store.entries import all_trusted as _all_trusted
+from memcli.store.entries import differ_in_place as _differ_in_place
+from memcli.store.entries import differ_with_new as _differ_with_new
+from memcli.store.entries import run_hashes as _run_hashes
+from memcli.store.entries import trusted as _trusted
+from memcli.store.entries import trusted_names as _trusted_names
 from memcli.store.index import Snapshot
 from memcli.store.locate import OPS_MARKERS  # noqa: F401  (re-exported)
-from memcli.store.model import Memory, decode, is_valid_id, now, plainly_valid, sha256, validate
+from memcli.store.model import (
+    MAX_DEPTH,
+    Memory,
+    content_usable,
+    decode,
+    is_valid_id,
+    now,
+    plainly_valid,
+    sha256,
+    validate,
+)
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 STAMP_AGE_NS = 1_000_000_000  # see Store._names_since: well over any file system's timestamp tick
@@ -463,25 +481,41 @@ class Store:
         def load(mem: Memory) -> dict[str, Any] | None:
             return self._read_record(folder, mem.name)
 
-        return [Memory.planned(e, folder.path, str(e["file"]), load) for e in entries]
+        def confirm(mem: Memory, record: dict[str, Any]) -> dict[str, Any] | None:
+            return self._whole_record(folder, mem.name, record)
+
+        return [Memory.planned(e, folder.path, str(e["file"]), load, confirm) for e in entries]
 
     def _read_record(self, folder: Folder, name: str) -> dict[str, Any] | None:
         """The record of a memory planned from its index entry, read when a rule first needs
-        it (a cold pass reads most of a folder this way): as `_read_in` would give it, without
-        what the planned memory already has (its hash, size and mtime are the entry's) or does
-        not keep (a Memory, its warnings). None when the file is gone or bad input."""
-        raw_st = self._open_read(f"{folder.path}/{name}", [])
-        if raw_st is None:
-            return None
-        raw = raw_st[0]
+        its text (a cold pass reads most of a folder this way): as `_read_in` would give it,
+        without what the planned memory already has (its hash, size and mtime are the entry's)
+        or does not keep (a Memory, its warnings), and checked only as far as its text is
+        used (`model.content_usable`): every other field a rule reads is the entry's, and
+        `_whole_record` checks them before the record is rewritten or archived. None when the
+        file is gone or bad input."""
         if name.endswith(".json") and folder.scope != "archive":  # (.md: the full read)
-            try:
-                data = decode(raw, "json")
-            except ValueError:
-                return None
-            if plainly_valid(data, name[:-5]) and not _scope_mismatch(data, folder):
-                return data
+            raw = _read_plain(f"{folder.path}/{name}")
+            if raw is not None and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:  # (else: decode's walk)
+                try:
+                    data = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    data = None
+                if content_usable(data, name[:-5]):
+                    return data  # type: ignore[no-any-return]
         read = self._read_in(folder, name, [])  # anything unusual: the full read says what it is
+        return None if read is None else read.data
+
+    def _whole_record(self, folder: Folder, name: str, record: dict[str, Any]) -> dict[str, Any] | None:
+        """`record`, read by `_read_record`, when it is valid as a whole, as a full read would
+        find it; else the full read of the file, which gives the record (a timestamp without a
+        zone: valid, with a warning) or None (bad input: the memory is then planned as gone)."""
+        dot = name.rfind(".")
+        stem = name[:dot] if 0 < dot < len(name) - 1 else name
+        file_id = stem.split("@")[0] if folder.scope == "archive" else stem
+        if plainly_valid(record, file_id) and not _scope_mismatch(record, folder):
+            return record
+        read = self._read_in(folder, name, [])
         return None if read is None else read.data
 
     def read_quietly(self, path: Path, folder: Folder) -> Memory | None:
@@ -712,6 +746,30 @@ def _is_memory_name(name: str) -> bool:
     return name.endswith((".json", ".md")) and name[0] not in "._"
 
 
+_PLAIN_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _read_plain(path: str) -> bytes | None:
+    """The bytes of a usual memory file (regular, within the size limit, read whole in one
+    call), or None for anything else: gone, a link, unreadable, too large, or grown while
+    read. `_open_read` in short, for the files a cold pass reads by the thousand; a None
+    takes the full read, which says what is wrong, if anything."""
+    try:
+        fd = os.open(path, _PLAIN_OPEN)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not statmod.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            return None
+        raw = os.read(fd, st.st_size + 1)
+        return raw if len(raw) <= st.st_size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _read_fd(fd: int, size: int) -> bytes:
     """The whole file in one system call; a file that grew since fstat is read to its end."""
     data = os.read(fd, size + 1)
@@ -721,83 +779,6 @@ def _read_fd(fd: int, size: int) -> bytes:
     while chunk := os.read(fd, 1 << 16):
         parts.append(chunk)
     return b"".join(parts)
-
-
-def _differ_in_place(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
-    """The names whose stat differs from the snapshot row of the same position. Compared as
-    whole lists first (in C): a folder nobody touched costs no per-file Python."""
-    if None not in stats:
-        sizes = [st.st_size for st in stats]  # type: ignore[union-attr]
-        mtimes = [st.st_mtime_ns for st in stats]  # type: ignore[union-attr]
-        if sizes == snap.sizes.tolist() and mtimes == snap.mtimes.tolist() and (
-                not mtimes or max(mtimes) < snap.written_ns):
-            return []
-    return [n for i, (n, st) in enumerate(zip(names, stats, strict=True))
-            if st is None or not snap.trusted(i, st.st_size, st.st_mtime_ns)]
-
-
-def _differ_with_new(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
-    """Files were added (a session wrote memories): the new ones differ, the others are
-    compared as in `_differ_in_place` when they are exactly the snapshot's files."""
-    before = set(snap.names)
-    known = [n for n in names if n in before]
-    if known != snap.names:
-        return [n for n, st in zip(names, stats, strict=True) if st is None or not _trusted(snap, n, st)]
-    added = [n for n in names if n not in before]
-    known_stats = [st for n, st in zip(names, stats, strict=True) if n in before]
-    return sorted(added + _differ_in_place(known, known_stats, snap))
-
-
-def _trusted(snap: index.Snapshot, name: str, st: os.stat_result) -> bool:
-    row = snap.row(name)
-    return row is not None and snap.trusted(row, st.st_size, st.st_mtime_ns)
-
-
-def _all_trusted(entries: list[Any], names: list[str], stats: list[os.stat_result | None]) -> bool:
-    """Whether the index entries are the folder's files exactly, in order, each with its
-    file's size and mtime and every field a run plans from: what scan(load=False) checks a
-    file at a time, checked as whole lists (a warm run's common case)."""
-    if len(entries) != len(names) or None in stats or not all(type(e) is dict for e in entries):
-        return False
-    try:
-        return ([e["file"] for e in entries] == names
-                and [e["size"] for e in entries] == [st.st_size for st in stats]  # type: ignore[union-attr]
-                and [e["mtime_ns"] for e in entries] == [st.st_mtime_ns for st in stats]  # type: ignore[union-attr]
-                and all([bool(e.get("content_hash")) and "text_len" in e and "details_len" in e
-                         and is_valid_id(e.get("id")) for e in entries])
-                and _facts_ok(entries))
-    except KeyError:
-        return False
-
-
-def _trusted_names(old: dict[Any, dict[str, Any]], names: list[str],
-                   stats: list[os.stat_result | None]) -> set[str]:
-    """The names whose entry in `old` still describes the file: the same size and mtime, and
-    every field a run plans from. Checked as whole lists (this runs for every file of a scan
-    that is not all trusted: a real run's recording of each folder it changed), then entry by
-    entry only when some entry fails."""
-    good = [(name, e) for name, st in zip(names, stats, strict=True)
-            if st is not None and (e := old.get(name)) is not None and e.get("size") == st.st_size
-            and e.get("mtime_ns") == st.st_mtime_ns and e.get("content_hash")
-            and "text_len" in e and "details_len" in e]
-    entries = [e for _, e in good]
-    if all(map(is_valid_id, [e.get("id") for e in entries])) and _facts_ok(entries):
-        return {name for name, _ in good}
-    return {name for name, e in good if is_valid_id(e.get("id")) and _facts_ok([e])}
-
-
-def _facts_ok(entries: list[dict[str, Any]]) -> bool:
-    """Whether the cached facts a run plans from have the types the rules use them as: an
-    index edited by hand (or by a hostile hand) with `"tags": [[1]]` or `"access_count": "x"`
-    is not trusted, and the files are read instead. Whole lists, in comprehensions: a warm run
-    checks 100,000 entries this way in a few tens of milliseconds."""
-    return (all([type(e.get("access_count")) is int and type(e.get("details_len")) is int
-                 and type(e.get("tags")) is list for e in entries])
-            and all([type(tag) is str for e in entries for tag in e["tags"]]))
-
-
-def _run_hashes(old: dict[Any, dict[str, Any]]) -> dict[str, Any]:
-    return {str(e.get("id")): e.get("run_hash") for e in old.values()}
 
 
 def _scope_mismatch(data: dict[str, Any], folder: Folder) -> list[str]:

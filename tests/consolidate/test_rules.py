@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,3 +195,28 @@ def test_edited_since_run() -> None:
     assert not rules.edited_since_run(m, "h", had_run=True)  # same hash as at the last run
     assert not rules.edited_since_run(m, None, had_run=False)  # no earlier run: never
     assert not rules.edited_since_run(mem(), None, had_run=True)  # never edited after creation
+
+
+def test_content_text_is_summary_details_then_the_other_strings_by_key() -> None:
+    """The quick path for the usual content (summary and details only) gives what the rule
+    says for every mix of present, empty and non-string values, with or without other keys."""
+    import itertools
+
+    from rapidfuzz.utils import default_process
+
+    def spelled_out(content: dict[str, Any]) -> str:
+        parts = [content.get("summary"), content.get("details")]
+        parts += [content[k] for k in sorted(content) if k not in ("summary", "details")]
+        return str(default_process(" ".join(p for p in parts if isinstance(p, str))))
+
+    values: list[Any] = ["Deploy TO staging!", "", None, 3, ["x"], "Émile, 2 times"]
+    for summary, details, extra in itertools.product(values, values, [None, "Zz top", 5]):
+        for has_summary, has_details in itertools.product([False, True], repeat=2):
+            content: dict[str, Any] = {}
+            if has_summary:
+                content["summary"] = summary
+            if has_details:
+                content["details"] = details
+            if extra is not None:
+                content["a_note"] = extra
+            assert rules.content_text(content) == spelled_out(content), content

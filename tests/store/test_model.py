@@ -224,3 +224,14 @@ def test_year_zero_is_not_a_time() -> None:
     data = record(id="mem_a", created_at="0000-01-01T00:00:00Z")
     assert not model.plainly_valid(data, "mem_a")
     assert model.validate(data, file_id="mem_a")[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(_FIELDS), st.sampled_from(_ODD_VALUES), max_size=6))
+def test_a_plainly_valid_record_is_usable_for_its_text(changes: dict[str, object]) -> None:
+    """`content_usable` (a planned memory read for its text) asks less than `plainly_valid`,
+    never more: a record the quick validity check passes may always serve its text."""
+    data = record(id="mem_a")
+    data.update(changes)
+    if model.plainly_valid(data, "mem_a"):
+        assert model.content_usable(data, "mem_a")

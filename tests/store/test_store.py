@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memcli.errors import LockTimeoutError, NoStoreError
 from memcli.store import fsops, index
@@ -275,3 +278,125 @@ def test_lock_of_a_killed_process_does_not_block(store: Path) -> None:
     assert (store / "ops" / ".lock").exists()
     with Store(store).lock(0.5):
         pass
+
+
+def test_the_quick_read_of_a_planned_memory_falls_back_on_anything_unusual(store: Path) -> None:
+    """`Store._read_record` (a cold pass's read of a memory planned from its index entry)
+    reads the usual file in one call; a record with many brackets, a file swapped for a link,
+    a FIFO, a record that is not an object or not JSON take the full read, which gives the
+    same record or None (a memory then planned as gone), never an error."""
+    from memcli.store.memories import reindex
+    from memcli.store.model import MAX_DEPTH
+
+    usual = add(store, summary="usual record")
+    nested = add(store, content={"summary": "many lists", "steps": [[n] for n in range(MAX_DEPTH + 5)]})
+    deep: object = "x"
+    for _ in range(MAX_DEPTH + 2):
+        deep = [deep]
+    too_deep = add(store, content={"summary": "nested too deep", "x": deep})
+    others = {kind: add(store, summary=kind) for kind in ("link", "fifo", "list", "json")}
+    s = Store(store)
+    reindex(s)
+    folder = s.folder("agent", "coder")
+    where = store / "agent" / "coder"
+    assert s._read_record(folder, f"{usual['id']}.json") == usual
+    assert s._read_record(folder, f"{nested['id']}.json") == nested  # the full read's depth walk
+    assert s._read_record(folder, f"{too_deep['id']}.json") is None
+    link = where / f"{others['link']['id']}.json"
+    link.unlink()
+    link.symlink_to(where / f"{usual['id']}.json")
+    fifo = where / f"{others['fifo']['id']}.json"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    (where / f"{others['list']['id']}.json").write_bytes(orjson.dumps([others["list"]]))
+    (where / f"{others['json']['id']}.json").write_text('{"id": ')
+    for kind in others:
+        assert s._read_record(folder, f"{others[kind]['id']}.json") is None, kind
+    assert s._read_record(folder, "mem_gone.json") is None
+
+
+_ODD_IDS = ["mem_a", "mem_B-9_x", "mem_" + "z" * 64, "mem_" + "z" * 65, "mem_", "mem_a\n", "mem_a\nmem_b",
+            "mem_a b", "mem_é", "x_a", "", None, 3, ["mem_a"], "mem_a\r"]
+_ODD_FACTS = [0, 3, -1, True, None, "2", 1.0, [], ["x"], ["x", 1], [["x"]], {}]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_ODD_IDS), max_size=6))
+def test_checking_a_folders_ids_at_once_passes_only_valid_ids(ids: list[object]) -> None:
+    from memcli.store.entries import ids_ok as _ids_ok
+    from memcli.store.model import is_valid_id
+
+    ok = _ids_ok(ids)
+    assert not ok or all(is_valid_id(i) for i in ids)
+    assert ok == all(is_valid_id(i) and "\n" not in str(i) for i in ids)  # stricter only on a newline
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.fixed_dictionaries({}, optional={k: st.sampled_from(_ODD_FACTS)
+                                                    for k in ("access_count", "details_len", "tags")}),
+                max_size=5))
+def test_checking_a_folders_facts_at_once_is_checking_each_entry(entries: list[dict[str, object]]) -> None:
+    from memcli.store.entries import facts_ok as _facts_ok
+
+    def one(e: dict[str, object]) -> bool:
+        tags = e.get("tags")
+        return (type(e.get("access_count")) is int and type(e.get("details_len")) is int
+                and type(tags) is list and all(type(t) is str for t in tags))
+
+    assert _facts_ok(entries) == all(one(e) for e in entries)
+
+
+def test_a_planned_memory_read_for_its_text_checks_the_rest_when_its_record_is_needed(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory planned from its index entry is read once: for its text only the id and the
+    content are checked (the rules read every other field from the entry); its whole record
+    is checked when `data` is asked for, as a full read would: a timestamp without a zone is
+    a warning (the record is used), a scope that names another folder or an unknown priority
+    make the memory one whose file went bad (its hash then no file's, its record the entry)."""
+    from memcli.store.memories import reindex
+    from memcli.store.model import VANISHED
+
+    mems = {kind: add(store, summary=f"the {kind} one") for kind in ("usual", "zoneless", "moved", "odd")}
+    s = Store(store)
+    reindex(s)
+    folder = s.folder("agent", "coder")
+    where = store / "agent" / "coder"
+    scan = s.scan(folder, load=False, entries=False, compare=False)
+    planned = {m.id: m for m in s.planned(folder, scan.entries)}
+    edits = {"zoneless": {"created_at": mems["zoneless"]["created_at"].rstrip("Z")},
+             "moved": {"scope_id": "reviewer"}, "odd": {"priority": "urgent"}}
+    for kind, change in edits.items():  # same size or not: the entry is trusted from here on
+        (where / f"{mems[kind]['id']}.json").write_bytes(orjson.dumps({**mems[kind], **change}))
+    reads: list[str] = []
+    original = Store._read_in
+
+    def spy(self: Store, folder: Any, name: str, problems: Any, path: Any = None) -> Any:
+        reads.append(name)
+        return original(self, folder, name, problems, path)
+
+    monkeypatch.setattr(Store, "_read_in", spy)
+    for kind, mem in mems.items():
+        planned_mem = planned[mem["id"]]
+        assert planned_mem.content == mem["content"], kind  # the text, from the file
+    assert reads == []  # every one read the quick way, for its text
+    assert planned[mems["usual"]["id"]].data == mems["usual"] and reads == []
+    assert planned[mems["zoneless"]["id"]].data["created_at"] == edits["zoneless"]["created_at"]
+    for kind in ("moved", "odd"):
+        mem = planned[mems[kind]["id"]]
+        assert mem.data == mem.facts and mem.content_hash == VANISHED, kind
+    assert sorted(reads) == sorted(f"{mems[k]['id']}.json" for k in edits)  # the full read, once each
+    assert all(planned[m["id"]].content_hash != VANISHED for m in (mems["usual"], mems["zoneless"]))
+
+
+@pytest.mark.parametrize(("change", "usable"), [
+    ({}, True), ({"id": "mem_other"}, False), ({"content": "text"}, False),
+    ({"content": {"summary": "s", "details": 3}}, False), ({"content": {"summary": "s", "timeline": "t"}}, False),
+    ({"content": {"summary": "s", "timeline": [], "details": ""}}, True), ({"content": {}}, True),
+    ({"priority": "urgent", "scope_id": "elsewhere"}, True),  # the entry's, not the text's: checked later
+])
+def test_what_a_record_read_for_its_text_must_be(change: dict[str, object], usable: bool) -> None:
+    from memcli.store.model import content_usable
+
+    data = {**record(id="mem_a"), **change}
+    assert content_usable(data, "mem_a") == usable
+    assert not content_usable([data], "mem_a") and not content_usable(data, "mem_b")
