@@ -196,7 +196,7 @@ def _mode_of(handle: _Dir, name: str) -> int | None:
     return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
 
 
-def _write_tmp(handle: _Dir, name: str, data: bytes | Iterable[bytes], mode: int | None = None,
+def _write_tmp(handle: _Dir, name: str, data: bytes | Iterable[bytes | memoryview], mode: int | None = None,
                sync: bool = True) -> str:
     tmp = f".{name}.{os.urandom(4).hex()}{TMP_SUFFIX}"  # secrets.token_hex(4) (its import: 3-8 ms a hook)
     _change()
@@ -221,7 +221,7 @@ def _write_tmp(handle: _Dir, name: str, data: bytes | Iterable[bytes], mode: int
     return tmp
 
 
-def write_replace(path: Path, data: bytes | Iterable[bytes], durable: bool = True) -> None:
+def write_replace(path: Path, data: bytes | Iterable[bytes | memoryview], durable: bool = True) -> None:
     """Atomically write `path`, replacing it if it exists (rewrites of the same file).
     The file keeps its permission bits. durable=False: no fsync (still atomic: a reader sees
     the old bytes or the new, whole), for a scratch file only its own process reads, which a
