@@ -63,8 +63,10 @@ def focus_rows(scan: FolderScan, changed: set[str]) -> list[Row]:
                                                                    for r in wanted if r is not None}
     codes = {n for n, block in enumerate(snap.blocks) if block in blocks}
     names, block_of, hashes, table = snap.names, snap.block_of, snap.hashes, snap.blocks
-    kept = [Row(names[r][:names[r].rindex(".")], names[r], table[block_of[r]],
-                hashes[32 * r:32 * r + 32], True) for r in scan.kept if block_of[r] in codes]
+    rs = [r for r in scan.kept if block_of[r] in codes]
+    make = tuple.__new__  # a Row without NamedTuple's Python-level __new__ (thousands of rows a block)
+    kept = [make(Row, (name[:name.rindex(".")], name, table[block_of[r]], hashes[32 * r:32 * r + 32], True))
+            for r, name in zip(rs, [names[r] for r in rs], strict=True)]
     return [row for row in fresh if row.block in blocks] + kept
 
 
