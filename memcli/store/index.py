@@ -289,7 +289,8 @@ class SigCache:
     def _keys(self) -> Iterator[tuple[bytes, int]]:
         body, step = self._body, 32 + self.width
         # (a list of the keys zipped with a range: a third faster than a generator of pairs)
-        return zip([body[at:at + 32] for at in range(0, len(body), step)], range(32, len(body) + 32, step), strict=True)
+        starts = range(0, len(body), step)
+        return zip([body[at:at + 32] for at in starts], range(32, len(body) + 32, step), strict=True)
 
     def raw(self, digest: bytes) -> bytes | None:
         """The cached signature of a content hash given as its 32 bytes (as a snapshot has it)."""
