@@ -433,7 +433,7 @@ class Snapshot:
 
     def row(self, name: str) -> int | None:
         if self._rows is None:
-            self._rows = dict(zip(self.names, range(len(self.names)), strict=True))  # (twice a comprehension's speed)
+            self._rows = dict(zip(self.names, range(len(self.names)), strict=True))  # (a comprehension: 2x)
         return self._rows.get(name)
 
     def content_hash(self, i: int) -> str:
