@@ -148,6 +148,7 @@ class PlannerBase:
 
     def add(self, action: Action) -> None:
         self.plan.actions.append(action)
+
     def archive_as(self, item: Live, reason: str, superseded_by: str | None = None) -> list[FileOp]:
         """`archive_ops` with its archive record, made only when the plan carries bytes
         (`RunOptions.records`): a bare dry run of a store with thousands of stale memories
