@@ -1,4 +1,5 @@
-"""The store on disk (SPEC section 1): discovery, folders, reading files, indices, the lock.
+"""The store on disk (SPEC section 1): discovery, folders, scanning them, indices, the lock
+(reading one memory file: `memcli.store.reading`).
 
 Reading never changes anything. Bad input (a file that does not parse, a record that breaks
 the contract, a symlink, an oversized file, a duplicate id) becomes a `Problem` naming the
@@ -7,7 +8,6 @@ file and the reason; the file is left alone and everything else goes on.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat as statmod
 import time
@@ -15,14 +15,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from memcli.config import Settings, load_settings
-from memcli.errors import BadRecordError, LockTimeoutError, NoStoreError, NotFoundError, UnsafePathError
+from memcli.errors import LockTimeoutError, NoStoreError, NotFoundError, UnsafePathError
 from memcli.store import cache, fsops, index, locate
 from memcli.store.entries import all_trusted as _all_trusted
 from memcli.store.entries import differ_in_place as _differ_in_place
@@ -32,22 +29,17 @@ from memcli.store.entries import trusted as _trusted
 from memcli.store.entries import trusted_names as _trusted_names
 from memcli.store.index import Snapshot
 from memcli.store.locate import OPS_MARKERS  # noqa: F401  (re-exported)
-from memcli.store.model import (
-    MAX_DEPTH,
-    Memory,
-    content_usable,
-    decode,
-    is_valid_id,
-    now,
-    plainly_valid,
-    sha256,
-    validate,
+from memcli.store.model import Memory, is_valid_id, now
+from memcli.store.reading import (  # noqa: F401  (Folder, Problem, _scope_mismatch: re-exported)
+    MAX_FILE_BYTES,
+    FileReading,
+    Folder,
+    Problem,
+    _scope_mismatch,
 )
 
-MAX_FILE_BYTES = 10 * 1024 * 1024
 STAMP_AGE_NS = 1_000_000_000  # see Store._names_since: well over any file system's timestamp tick
 Stamp = tuple[int, int]  # (a folder's mtime, its last-run snapshot's mtime): see Store._names_since
-_SYMLINK = "is a symlink; memcli never follows links"
 SCOPE_ROOTS = ("agent", "team", "global")
 # The store's own top-level folders (SPEC 8): each must be a real folder when it exists, never
 # a symlink or anything else, and the lock files in ops/ regular files.
@@ -72,35 +64,6 @@ weekly = "0 0 * * 0"       # Sunday 00:00, local time
 [llm]
 enabled = false            # also needs ANTHROPIC_API_KEY
 """
-
-
-@dataclass(frozen=True)
-class Folder:
-    scope: str  # agent, team, global or archive
-    scope_id: str
-    path: Path
-
-    @cached_property
-    def rel(self) -> str:
-        return self.scope if self.scope in ("global", "archive") else f"{self.scope}/{self.scope_id}"
-
-    def cache(self, create: bool = False) -> Path:
-        """Where this folder's derived files live (`.cache/folders/<rel>`, SPEC 1): never
-        beside its memories."""
-        return cache.folder_cache(self.path, self.rel, create)
-
-
-@dataclass
-class Problem:
-    """Something wrong with one file, reported by path; never fixed by guessing."""
-
-    path: str
-    reason: str
-    code: str = "bad_file"
-    severity: str = "error"
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
 
 
 @dataclass
@@ -176,7 +139,7 @@ def init_store(root: Path) -> bool:
     return True
 
 
-class Store:
+class Store(FileReading):
     """A store folder with its settings."""
 
     def __init__(self, root: Path, settings: Settings | None = None, check: bool = True) -> None:
@@ -270,12 +233,6 @@ class Store:
         if self.real_dir(self.root / "global"):
             found.append(self.folder("global", "global"))
         return found
-
-    def rel(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self.root))
-        except ValueError:
-            return str(path)
 
     # ------------------------------------------------------------ reading
 
@@ -466,66 +423,6 @@ class Store:
         self._drop_duplicate_ids([s for s in result.folders if s.folder.scope != "archive"], result)
         return result
 
-    def read_memory(self, path: Path, folder: Folder) -> Memory:
-        """Read one memory file; raises BadRecordError naming the file and the reasons."""
-        problems: list[Problem] = []
-        if not os.path.lexists(path):
-            raise NotFoundError(f"{self.rel(path)}: no such file")
-        mem = self._read(path, folder, problems)
-        if mem is None:
-            raise BadRecordError(self.rel(path), [p.reason for p in problems])
-        return mem
-
-    def planned(self, folder: Folder, entries: list[dict[str, Any]]) -> list[Memory]:
-        """Memories known from their index entries alone; each file is read when first needed."""
-        def load(mem: Memory) -> dict[str, Any] | None:
-            return self._read_record(folder, mem.name)
-
-        def confirm(mem: Memory, record: dict[str, Any]) -> dict[str, Any] | None:
-            return self._whole_record(folder, mem.name, record)
-
-        return [Memory.planned(e, folder.path, str(e["file"]), load, confirm) for e in entries]
-
-    def _read_record(self, folder: Folder, name: str) -> dict[str, Any] | None:
-        """The record of a memory planned from its index entry, read when a rule first needs
-        its text (a cold pass reads most of a folder this way): as `_read_in` would give it,
-        without what the planned memory already has (its hash, size and mtime are the entry's)
-        or does not keep (a Memory, its warnings), and checked only as far as its text is
-        used (`model.content_usable`): every other field a rule reads is the entry's, and
-        `_whole_record` checks them before the record is rewritten or archived. None when the
-        file is gone or bad input."""
-        if name.endswith(".json") and folder.scope != "archive":  # (.md: the full read)
-            raw = _read_plain(f"{folder.path}/{name}")
-            if raw is not None and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:  # (else: decode's walk)
-                try:
-                    data = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    data = None
-                if content_usable(data, name[:-5]):
-                    return data  # type: ignore[no-any-return]
-        read = self._read_in(folder, name, [])  # anything unusual: the full read says what it is
-        return None if read is None else read.data
-
-    def _whole_record(self, folder: Folder, name: str, record: dict[str, Any]) -> dict[str, Any] | None:
-        """`record`, read by `_read_record`, when it is valid as a whole, as a full read would
-        find it; else the full read of the file, which gives the record (a timestamp without a
-        zone: valid, with a warning) or None (bad input: the memory is then planned as gone)."""
-        dot = name.rfind(".")
-        stem = name[:dot] if 0 < dot < len(name) - 1 else name
-        file_id = stem.split("@")[0] if folder.scope == "archive" else stem
-        if plainly_valid(record, file_id) and not _scope_mismatch(record, folder):
-            return record
-        read = self._read_in(folder, name, [])
-        return None if read is None else read.data
-
-    def read_quietly(self, path: Path, folder: Folder) -> Memory | None:
-        """A memory file, or None when it is gone or bad input (a full scan reports those)."""
-        return self._read(path, folder, [])
-
-    def try_read(self, path: Path, folder: Folder, problems: list[Problem]) -> Memory | None:
-        """A memory file, or None when it is gone or bad input (then reported in `problems`)."""
-        return self._read(path, folder, problems)
-
     def find(self, mem_id: str, archived: bool = True) -> tuple[Memory, Folder]:
         """A memory by id, live first, then (if asked) archived."""
         if not is_valid_id(mem_id):
@@ -552,78 +449,6 @@ class Store:
             return False
         problems.append(Problem(self.rel(folder.path), _UNREADABLE_FOLDER, "unreadable"))
         return True
-
-    def _acceptable(self, path: Path, st: os.stat_result, problems: list[Problem]) -> bool:
-        if statmod.S_ISLNK(st.st_mode):
-            problems.append(Problem(self.rel(path), _SYMLINK, "symlink"))
-            return False
-        if not statmod.S_ISREG(st.st_mode):
-            problems.append(Problem(self.rel(path), "is not a regular file", "bad_file"))
-            return False
-        if st.st_size > MAX_FILE_BYTES:
-            problems.append(Problem(self.rel(path), f"is {st.st_size} bytes, over the 10 MB limit",
-                                    "too_large"))
-            return False
-        return True
-
-    def _read(self, path: Path, folder: Folder, problems: list[Problem]) -> Memory | None:
-        """Open without following links and check the open file itself, so that a file swapped
-        for a link between listing and reading is never followed."""
-        return self._read_in(folder, path.name, problems, path)
-
-    def _read_in(self, folder: Folder, name: str, problems: list[Problem],
-                 path: Path | None = None) -> Memory | None:
-        """`_read` of the file `name` of `folder`. Run for every memory of a cold pass: no path
-        object is made unless a problem names the file (the memory makes its own when asked)."""
-        where = f"{folder.path}/{name}" if path is None else path
-        raw_st = self._open_read(where, problems)
-        if raw_st is None:
-            return None
-        raw, st = raw_st
-        # as fmt_of(path) or "json", and path.stem, from the name alone
-        fmt = "md" if name.endswith(".md") and name[0] not in "._" else "json"
-        try:
-            data = decode(raw, fmt)
-        except ValueError as exc:
-            problems.append(Problem(self.rel(Path(where)), str(exc), "unreadable"))
-            return None
-        dot = name.rfind(".")
-        stem = name[:dot] if 0 < dot < len(name) - 1 else name
-        file_id = stem.split("@")[0] if folder.scope == "archive" else stem
-        if plainly_valid(data, file_id) and not _scope_mismatch(data, folder):
-            return Memory(data, path, fmt, sha256(raw), st.st_size, st.st_mtime_ns, [], folder=folder.path,
-                          name=name)
-        errors, warnings = validate(data, file_id=file_id)
-        errors += _scope_mismatch(data, folder)
-        if errors:
-            problems.append(Problem(self.rel(Path(where)), "; ".join(errors), "invalid"))
-            return None
-        for warning in warnings:
-            problems.append(Problem(self.rel(Path(where)), warning, "no_timezone", "warning"))
-        return Memory(data, path, fmt, sha256(raw), st.st_size, st.st_mtime_ns, warnings, folder=folder.path,
-                      name=name)
-
-    def _open_read(self, path: Path | str, problems: list[Problem]) -> tuple[bytes, os.stat_result] | None:
-        try:  # O_NONBLOCK: a FIFO is never waited on (fstat then refuses it), a device never held
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        except OSError as exc:
-            where = self.rel(Path(path))
-            if exc.errno == errno.ELOOP:
-                problems.append(Problem(where, _SYMLINK, "symlink"))
-            elif exc.errno != errno.ENOENT:
-                problems.append(Problem(where, f"cannot be read ({exc.strerror})", "unreadable"))
-            return None
-        try:
-            st = os.fstat(fd)
-            usual = statmod.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES
-            if not usual and not self._acceptable(Path(path), st, problems):
-                return None
-            return _read_fd(fd, st.st_size), st
-        except OSError as exc:
-            problems.append(Problem(self.rel(Path(path)), f"cannot be read ({exc.strerror})", "unreadable"))
-            return None
-        finally:
-            os.close(fd)
 
     def _load_index(self, folder: Folder, problems: list[Problem]) -> dict[str, Any] | None:
         try:
@@ -744,52 +569,6 @@ def is_valid_scope_id(name: str) -> bool:
 def _is_memory_name(name: str) -> bool:
     """A memory file's name: `.json` or `.md`, not a dotfile, not one of memcli's `_` files."""
     return name.endswith((".json", ".md")) and name[0] not in "._"
-
-
-_PLAIN_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-
-
-def _read_plain(path: str) -> bytes | None:
-    """The bytes of a usual memory file (regular, within the size limit, read whole in one
-    call), or None for anything else: gone, a link, unreadable, too large, or grown while
-    read. `_open_read` in short, for the files a cold pass reads by the thousand; a None
-    takes the full read, which says what is wrong, if anything."""
-    try:
-        fd = os.open(path, _PLAIN_OPEN)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not statmod.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
-            return None
-        raw = os.read(fd, st.st_size + 1)
-        return raw if len(raw) <= st.st_size else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _read_fd(fd: int, size: int) -> bytes:
-    """The whole file in one system call; a file that grew since fstat is read to its end."""
-    data = os.read(fd, size + 1)
-    if len(data) <= size:
-        return data  # a regular file reads short only at its end
-    parts = [data]
-    while chunk := os.read(fd, 1 << 16):
-        parts.append(chunk)
-    return b"".join(parts)
-
-
-def _scope_mismatch(data: dict[str, Any], folder: Folder) -> list[str]:
-    if folder.scope == "archive":
-        return []
-    scope, scope_id = data.get("scope"), data.get("scope_id")
-    if scope is not None and scope != folder.scope:
-        return [f"scope {scope!r} does not match its folder {folder.rel}"]
-    if scope_id is not None and folder.scope != "global" and scope_id != folder.scope_id:
-        return [f"scope_id {scope_id!r} does not match its folder {folder.rel}"]
-    return []
 
 
 def _kind(path: Path) -> str | None:
