@@ -45,6 +45,10 @@ class LaterRules(DuplicateMerging):
         archive: list[Live] = []
         self._lists = {"summarize": summarize, "promote": promote, "archive": archive}
         now, cfg, is_stale = self.now, self.cfg, self._is_stale  # (every memory of the store)
+        # rule 3.4 inline for the usual memory (used, a canonical last_accessed): the cutoff
+        # compared as a string, as `rules.is_stale` does; anything else asks `_is_stale`
+        cutoff, days, used = rules.cutoff_stamp(now, cfg.stale_after_days), cfg.stale_after_days, \
+            self.decisions.used_recently
         for item in order:
             mem = item.mem
             kind = mem.type
@@ -52,7 +56,13 @@ class LaterRules(DuplicateMerging):
                 summarize.append(item)
             elif kind == "procedural" and rules.promotion_target(mem, cfg) is not None:
                 promote.append(item)
-            if is_stale(mem):
+            facts = mem.facts
+            count, value = facts.get("access_count"), facts.get("last_accessed")
+            if (count and type(count) is int and cutoff is not None and type(value) is str
+                    and len(value) == 20 and value[10] == "T" and value[19] == "Z"):
+                if value < cutoff and not used(mem.id, now, days):
+                    archive.append(item)
+            elif is_stale(mem):
                 archive.append(item)
 
     def _candidates(self, rule: str, wanted: Callable[[Memory], bool]) -> list[Live]:

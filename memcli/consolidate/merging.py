@@ -3,6 +3,8 @@ guards, and the grey-zone pairs that go to the LLM."""
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from memcli.consolidate import rules
 from memcli.consolidate.groups import MergeGroups
 from memcli.consolidate.pairsearch import BlockTexts
@@ -19,16 +21,24 @@ class DuplicateMerging(MergeGroups):
     def merge_duplicates(self) -> None:
         """Rule 3.1 over every (folder, type, subtype) block of the loaded memories."""
         blocks: dict[tuple[str, str, str], list[Live]] = {}
-        for item in self.live.values():
-            if rules.takes_part(item.mem):
-                key = (item.folder.rel, item.mem.type, item.mem.subtype)
-                blocks.setdefault(key, []).append(item)
+        for item in self.live.values():  # (every memory of the store: `takes_part`, `subtype` inline)
+            mem = item.mem
+            facts = mem.facts
+            if not facts.get("superseded_by") and "archived_at" not in facts:
+                subtype = facts.get("subtype") or ""
+                key = (item.folder.rel, mem.type, subtype if type(subtype) is str else str(subtype))
+                found = blocks.get(key)
+                if found is None:
+                    blocks[key] = [item]
+                else:
+                    found.append(item)
+        newest_first = attrgetter("key")
         for position, key in enumerate(sorted(blocks)):
             self._progress("comparing", position, len(blocks))
             block = blocks[key]
             if self.opts.trigger == "session_end" and not any(i.changed for i in block):
                 continue
-            self._merge_block(sorted(block, key=lambda i: i.key, reverse=True))
+            self._merge_block(sorted(block, key=newest_first, reverse=True))
         if self.opts.judge is not None:
             self._judge_grey()
 

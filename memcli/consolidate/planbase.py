@@ -16,6 +16,8 @@ from memcli.store.model import Action, FileOp, Memory, Plan, encode, format_ts, 
 from memcli.store.planned import Ticket
 from memcli.store.store import Folder, Problem, Stamp, Store
 
+ARCHIVE_STATS = 64  # archive names checked one stat each before archive/ is listed once
+
 
 class PlannerBase:
     """The simulated store while the rules run; each rule adds actions to the plan."""
@@ -35,6 +37,8 @@ class PlannerBase:
         self.decisions = decisions.load(store.root)  # SPEC 3.6: what undos reversed stays reversed
         self.flagged = [list(f.get("ids", [])) for f in self.state.get("flagged", [])]
         self.taken_names: set[str] = set()
+        self._archive_listing: frozenset[str] | None = None  # archive/'s names (_in_archive)
+        self._archive_checks = 0
         self._all_loaded: list[Live] = []
         self.grey: list[tuple[Live, Live, float, str | None]] = []  # (older, newer, score, guard)
         self.sigs: dict[str, SigCache] = {}  # per folder: cached and new signatures
@@ -140,11 +144,28 @@ class PlannerBase:
 
     def _archive_name(self, mem_id: str, fmt: str) -> str:
         name = f"{mem_id}.{fmt}"
-        # (a string path: a run may archive thousands, and a Path each cost more than the stat)
-        if name in self.taken_names or os.path.exists(f"{self.store.archive}/{name}"):
+        if name in self.taken_names or self._in_archive(name):
             name = f"{mem_id}@{self.plan.run_id}.{fmt}"
         self.taken_names.add(name)
         return f"archive/{name}"
+
+    def _in_archive(self, name: str) -> bool:
+        """Whether archive/`name` exists (a link to nothing does not). A run that archives
+        many memories lists archive/ once, after `ARCHIVE_STATS` single checks, instead of a
+        stat each (7,000 stale memories of a 20,000-memory store: a tenth of the rule's time);
+        a name in the listing is checked as before, so the answer is the same either way.
+        A few archived need no listing of an archive that may hold a million files."""
+        if self._archive_listing is None:
+            self._archive_checks += 1
+            if self._archive_checks > ARCHIVE_STATS:
+                try:
+                    self._archive_listing = frozenset(os.listdir(self.store.archive))
+                except OSError:  # no archive/ yet (nothing in it), or not listable: stat each
+                    self._archive_listing = frozenset() if not os.path.lexists(self.store.archive) else None
+        if self._archive_listing is not None and name not in self._archive_listing:
+            return False
+        # (a string path: a run may archive thousands, and a Path each cost more than the stat)
+        return os.path.exists(f"{self.store.archive}/{name}")
 
     def add(self, action: Action) -> None:
         self.plan.actions.append(action)

@@ -100,11 +100,16 @@ class Planner(LaterRules):
     def _count_protected(self) -> None:
         """How many memories of the run's scope are protected, by reason (for the report)."""
         whole = self.opts.trigger != "session_end"
-        counts, known, takes_part = self.protected_counts, self._protection, rules.takes_part
-        for item in self._all_loaded:  # (every memory of the store: the lookups of `protected` inline)
-            if (whole or item.changed) and takes_part(item.mem):
-                mem_id = item.mem.id
-                reason = known[mem_id] if mem_id in known else self.protected(item)
+        counts, known = self.protected_counts, self._protection
+        reason_of, now, cfg, consent = rules.protection_reason, self.now, self.cfg, self.opts.consent
+        # (every memory of the store: `protected` and `takes_part` inline; the reasons found
+        # here are not kept, the folder's memories are let go right after)
+        for item in self._all_loaded:
+            mem = item.mem
+            facts = mem.facts
+            if (whole or item.changed) and not facts.get("superseded_by") and "archived_at" not in facts:
+                mem_id = mem.id
+                reason = known[mem_id] if mem_id in known else reason_of(mem, now, cfg, consent)
                 if reason:
                     counts[reason] = counts.get(reason, 0) + 1
 

@@ -325,6 +325,12 @@ def is_stale(mem: Memory, now: dt.datetime, cfg: Consolidation) -> bool:
     return last is not None and now - last > dt.timedelta(days=cfg.stale_after_days)
 
 
+def cutoff_stamp(now: dt.datetime, days: float) -> str | None:
+    """`now` - `days` as a canonical UTC stamp (which compares with a canonical stamp as a
+    string), or None when that would not be exact: a caller then asks the rule itself."""
+    return _cutoff(now, days)
+
+
 def _canonical(value: Any) -> bool:
     """`YYYY-MM-DDTHH:MM:SSZ`: sorts as a string in time order (a bad one fails validation)."""
     return isinstance(value, str) and len(value) == 20 and value[10] == "T" and value[19] == "Z"

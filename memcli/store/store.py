@@ -403,7 +403,10 @@ class Store(FileReading):
         for folder in self.memory_folders():
             listings[folder.rel] = names = self.memory_names(folder)
             stems += [name.rsplit(".", 1)[0] for name in names]
-        twice = {stem for stem, count in Counter(stems).items() if count > 1}
+        # (every name of the store: a set tells whether any stem comes twice, in C; which ones
+        # only then)
+        twice = set() if len(set(stems)) == len(stems) else \
+            {stem for stem, count in Counter(stems).items() if count > 1}
         where: dict[str, list[str]] = defaultdict(list)
         for rel, names in listings.items() if twice else ():
             for name in names:
@@ -440,7 +443,8 @@ class Store(FileReading):
             names = os.listdir(folder.path)
         except OSError:
             return []
-        return sorted(filter(_is_memory_name, names))
+        # (`_is_memory_name` inline: a full pass lists every file of the store)
+        return sorted([n for n in names if n.endswith(_MEMORY_EXTS) and n[0] not in "._"])
 
     def _unreadable(self, folder: Folder, problems: list[Problem]) -> bool:
         """A folder that exists but may not be listed or entered (chmod 000): one problem for
@@ -568,7 +572,10 @@ def is_valid_scope_id(name: str) -> bool:
 
 def _is_memory_name(name: str) -> bool:
     """A memory file's name: `.json` or `.md`, not a dotfile, not one of memcli's `_` files."""
-    return name.endswith((".json", ".md")) and name[0] not in "._"
+    return name.endswith(_MEMORY_EXTS) and name[0] not in "._"
+
+
+_MEMORY_EXTS = (".json", ".md")
 
 
 def _kind(path: Path) -> str | None:
