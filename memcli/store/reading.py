@@ -76,23 +76,23 @@ class FileReading:
     def planned(self, folder: Folder, entries: list[dict[str, Any]]) -> list[Memory]:
         """Memories known from their index entries alone; each file is read when first needed."""
         def load(mem: Memory) -> dict[str, Any] | None:
-            return self._read_record(folder, mem.name)
+            return self._read_record(folder, mem.name, mem.size)  # (the size its entry and lstat agree on)
 
         def confirm(mem: Memory, record: dict[str, Any]) -> dict[str, Any] | None:
             return self._whole_record(folder, mem.name, record)
 
         return [Memory.planned(e, folder.path, str(e["file"]), load, confirm) for e in entries]
 
-    def _read_record(self, folder: Folder, name: str) -> dict[str, Any] | None:
+    def _read_record(self, folder: Folder, name: str, size: int | None = None) -> dict[str, Any] | None:
         """The record of a memory planned from its index entry, read when a rule first needs
         its text (a cold pass reads most of a folder this way): as `_read_in` would give it,
         without what the planned memory already has (its hash, size and mtime are the entry's)
         or does not keep (a Memory, its warnings), and checked only as far as its text is
         used (`model.content_usable`): every other field a rule reads is the entry's, and
         `_whole_record` checks them before the record is rewritten or archived. None when the
-        file is gone or bad input."""
+        file is gone or bad input. `size`: the file's size when it was listed (`_read_plain`)."""
         if name.endswith(".json") and folder.scope != "archive":  # (.md: the full read)
-            raw = _read_plain(f"{folder.path}/{name}")
+            raw = _read_plain(f"{folder.path}/{name}", size)
             if raw is not None and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:  # (else: decode's walk)
                 try:
                     data = orjson.loads(raw)
@@ -199,15 +199,32 @@ class FileReading:
 _PLAIN_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
-def _read_plain(path: str) -> bytes | None:
+def _read_plain(path: str, size: int | None = None) -> bytes | None:
     """The bytes of a usual memory file (regular, within the size limit, read whole in one
     call), or None for anything else: gone, a link, unreadable, too large, or grown while
     read. `_open_read` in short, for the files a cold pass reads by the thousand; a None
-    takes the full read, which says what is wrong, if anything."""
+    takes the full read, which says what is wrong, if anything.
+
+    With `size` (the file's size when it was listed: a trusted index entry's, which its lstat
+    matched), no fstat: one read of size + 1 bytes that gives exactly `size` bytes is the
+    file. Anything else takes the way with the fstat: a file that changed size since, a FIFO
+    (opened without waiting: it reads nothing), a device (it fills the buffer); a folder
+    (a read error) and a link (never opened: O_NOFOLLOW) give None. (The fstat and its
+    result cost more than the read: 20,000 files in 0.08 s without it, 0.13-0.20 s with.)"""
     try:
         fd = os.open(path, _PLAIN_OPEN)
     except OSError:
         return None
+    if type(size) is int:
+        try:
+            raw = os.read(fd, size + 1) if 0 <= size <= MAX_FILE_BYTES else b""
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if len(raw) == size and raw:
+            return raw
+        return _read_plain(path)  # (changed since listed, or not a regular file: the fstat way)
     try:
         st = os.fstat(fd)
         if not statmod.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:

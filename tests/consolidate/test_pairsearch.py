@@ -253,9 +253,9 @@ def test_a_dry_run_reads_no_memory_whose_tags_pair_with_none_of_its_block(
     read: list[str] = []
     original = Store._read_record  # (how a memory planned from its index entry is read)
 
-    def spy(self: Store, folder: Any, name: str) -> Any:
+    def spy(self: Store, folder: Any, name: str, *size: Any) -> Any:
         read.append(name)
-        return original(self, folder, name)
+        return original(self, folder, name, *size)
 
     monkeypatch.setattr(Store, "_read_record", spy)
     after = engine.consolidate(Store(root), dry_run=True).actions

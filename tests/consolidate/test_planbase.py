@@ -35,9 +35,9 @@ def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     names: list[str] = []
     original = Store._read_record
 
-    def spy(self: Store, folder: Any, name: str) -> Any:
+    def spy(self: Store, folder: Any, name: str, *size: Any) -> Any:
         names.append(name)
-        return original(self, folder, name)
+        return original(self, folder, name, *size)
 
     monkeypatch.setattr(Store, "_read_record", spy)
     return names

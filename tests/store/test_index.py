@@ -395,10 +395,10 @@ def test_a_memory_planned_from_its_entry_whose_file_goes_bad_is_skipped(store: P
     path = store / "agent" / "coder" / f"{stale['id']}.json"
     real_read = Store._read_record
 
-    def read(self: Store, folder: Any, name: str) -> Any:
+    def read(self: Store, folder: Any, name: str, *size: Any) -> Any:
         if name == path.name:
             path.write_text("{broken")  # gone bad between the scan and the read
-        return real_read(self, folder, name)
+        return real_read(self, folder, name, *size)
 
     monkeypatch.setattr(Store, "_read_record", read)
     planning = engine.plan(Store(store), engine.RunOptions(), engine.now())

@@ -315,6 +315,35 @@ def test_the_quick_read_of_a_planned_memory_falls_back_on_anything_unusual(store
     assert s._read_record(folder, "mem_gone.json") is None
 
 
+
+def test_the_quick_read_with_the_listed_size_needs_no_fstat_and_falls_back_otherwise(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_read_plain(path, size)`: a file of the size it was listed with is read in one call,
+    with no fstat; one that grew or shrank by a byte since is read the fstat way (its bytes
+    as they are now); a FIFO, a folder, a link, a file gone give None (the full read then
+    says what it is); so does a size that is not a size."""
+    from memcli.store import reading
+
+    where = store / "agent" / "coder"
+    where.mkdir(parents=True)
+    (where / "plain.json").write_bytes(b'{"a": 1}')
+    (where / "empty.json").write_bytes(b"")
+    os.mkfifo(where / "fifo.json")
+    (where / "folder.json").mkdir()
+    (where / "link.json").symlink_to(where / "plain.json")
+    fstats: list[int] = []
+    monkeypatch.setattr(reading.os, "fstat", lambda fd, _f=os.fstat: fstats.append(fd) or _f(fd))
+    path = str(where / "plain.json")
+    assert reading._read_plain(path, 8) == b'{"a": 1}' and fstats == []
+    assert reading._read_plain(path, 7) == b'{"a": 1}' and len(fstats) == 1  # grown by a byte since
+    assert reading._read_plain(path, 9) == b'{"a": 1}' and len(fstats) == 2  # shrunk by a byte since
+    assert reading._read_plain(str(where / "empty.json"), 0) == b""  # (the fstat way: nothing to parse)
+    for name in ("fifo.json", "folder.json", "link.json", "gone.json"):
+        assert reading._read_plain(str(where / name), 8) is None, name
+    assert reading._read_plain(path, "8") == b'{"a": 1}'  # type: ignore[arg-type]  (the fstat way)
+    assert reading._read_plain(path, -1) == b'{"a": 1}'  # (the fstat way)
+
+
 _ODD_IDS = ["mem_a", "mem_B-9_x", "mem_" + "z" * 64, "mem_" + "z" * 65, "mem_", "mem_a\n", "mem_a\nmem_b",
             "mem_a b", "mem_é", "x_a", "", None, 3, ["mem_a"], "mem_a\r"]
 _ODD_FACTS = [0, 3, -1, True, None, "2", 1.0, [], ["x"], ["x", 1], [["x"]], {}]
