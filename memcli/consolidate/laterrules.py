@@ -3,6 +3,7 @@ procedural ones used often, archive stale ones."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 
 from memcli.consolidate import rules
@@ -106,9 +107,15 @@ class LaterRules(DuplicateMerging):
         return new_memory_id(self.now)
 
     def _id_known(self, mem_id: str) -> bool:
+        """Taken by this run, or the start of a name in archive/ (as `archive.glob(id*)`
+        finds, from archive/'s listing made once: a glob would list it again each time)."""
         if mem_id in self.taken_names:
             return True
-        return any(self.store.archive.glob(f"{mem_id}*"))
+        names = self._archive_names()
+        if names is None:  # not listable: as before
+            return any(self.store.archive.glob(f"{mem_id}*"))
+        at = bisect.bisect_left(names, mem_id)
+        return at < len(names) and names[at].startswith(mem_id)
 
     # ------------------------------------------------------------ 3.4 archive stale
 

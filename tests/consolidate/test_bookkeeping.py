@@ -137,3 +137,31 @@ def test_archive_names_without_an_archive_folder(store: Path, monkeypatch: pytes
     (store / "archive").rmdir()
     monkeypatch.setattr(planbase, "ARCHIVE_STATS", 1)
     assert _archive_ops(store) == sorted(f"archive/{m['id']}.json" for m in stale)
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling_link"])
+def test_a_promoted_copy_never_takes_an_id_archive_already_starts_with(store: Path, kind: str) -> None:
+    """The copy's id is the first of a fixed sequence not taken by this run or by any name in
+    archive/ starting with it (an archived copy `id@run.json`, even a link to nothing), as a
+    glob of archive/ finds; archive/ is listed once, not globbed per promotion."""
+    from memcli.store.model import new_memory_id
+
+    mem = add(store, type="procedural", subtype="howto", access_count=50, tags=["p"])
+    seed = f"{mem['id']}>team"
+    first, second = (new_memory_id(NOW_DT, f"{seed}#{n}") for n in (0, 1))
+
+    def result() -> str:
+        out = plan(Store(store), RunOptions(records=False), now())
+        return next(a.log["result_id"] for a in out.plan.actions if a.type == "promote")
+
+    assert result() == first
+    taken = store / "archive" / f"{first}@run_01.json"
+    if kind == "file":
+        taken.write_text("{}")
+    else:
+        os.symlink(store / "nowhere", taken)
+    assert result() == second
+    taken.unlink()
+    (store / "archive" / f"{first[:-1]}.json").write_text("{}")  # a name the id does not start
+    (store / "archive" / f"{first[:-1]}Z.json").write_text("{}")  # nor is the id a prefix of
+    assert result() == first
