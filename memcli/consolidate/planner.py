@@ -47,7 +47,22 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            gc.enable()
+            _enable_keeping_old()
+
+
+def _enable_keeping_old() -> None:
+    """Enable the cycle collector after planning, with what planning made and still holds
+    (the plan, bounded caches) put straight into the oldest generation: it lives to the end of
+    the run, and the first collections after the pause would walk all of it only to move it
+    there (76,000 objects after a cold plan of 20,000 memories: 0.04 s of its 1.5). The oldest
+    generation's own collections still look at it. (Through `gc.freeze`, so only when nothing
+    else is frozen: a process that froze objects of its own keeps them frozen.)"""
+    if gc.get_freeze_count():
+        gc.enable()
+        return
+    gc.freeze()  # every tracked object, young and old, set aside...
+    gc.enable()
+    gc.unfreeze()  # ...and back, into the oldest generation
 
 
 # Plan order is rule order (SPEC 3): the pair decisions of 3.1, then 3.2, 3.3 and 3.4.

@@ -165,3 +165,29 @@ def test_a_promoted_copy_never_takes_an_id_archive_already_starts_with(store: Pa
     (store / "archive" / f"{first[:-1]}.json").write_text("{}")  # a name the id does not start
     (store / "archive" / f"{first[:-1]}Z.json").write_text("{}")  # nor is the id a prefix of
     assert result() == first
+
+
+def test_after_planning_the_collector_runs_again_with_the_plan_in_the_oldest_generation(store: Path) -> None:
+    """Planning pauses the cycle collector; afterwards it is on again, nothing is left frozen,
+    and the plan (which lives to the end of the run) is in the oldest generation, not walked
+    by the next young collections. A process that froze objects itself keeps them frozen; one
+    that had the collector off keeps it off."""
+    import gc
+
+    add(store, access_count=0, tags=["s"])
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    out = plan(Store(store), RunOptions(records=False), now())
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert any(o is out.plan for o in gc.get_objects(generation=2))
+    frozen = [[n] for n in range(10)]  # kept alive, frozen below
+    gc.freeze()
+    try:
+        plan(Store(store), RunOptions(records=False), now())
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert not any(o is frozen for o in gc.get_objects())  # still frozen (in no generation)
+        gc.disable()
+        plan(Store(store), RunOptions(records=False), now())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
