@@ -167,23 +167,38 @@ class Memory:
         self.type = str(self.facts["type"])
 
     @classmethod
-    def planned(cls, facts: dict[str, Any], folder: Path, name: str,
+    def planned(cls, entries: list[dict[str, Any]], folder: Path,
                 load: Callable[[Memory], dict[str, Any] | None],
-                confirm: Callable[[Memory, dict[str, Any]], dict[str, Any] | None] | None = None) -> Memory:
-        """A memory known from its index entry (`facts`) alone; `load(memory)` reads the file's
-        record when first needed. (Made for every unchanged memory of a full run: kept lean.)
+                confirm: Callable[[Memory, dict[str, Any]], dict[str, Any] | None] | None = None,
+                ) -> list[Memory]:
+        """Memories known from their index entries alone (each entry its memory's `facts`, its
+        file `folder`/`file`); `load(memory)` reads the file's record when first needed.
+        (Made for every unchanged memory of a full run: kept lean, in one loop for a folder's
+        memories, not a call each.)
         With `confirm`, `load` need only check what `content` serves (the text a rule compares;
         every other field a rule reads is the entry's), and `confirm(memory, record)` checks
         the whole record, or reads it again, the first time `data` is asked for (to rewrite or
         archive it): None then makes the memory one whose file went bad, as `load`'s None."""
-        mem = cls.__new__(cls)
-        mem._data = mem._path = None
-        mem._dir, mem.name, mem.facts, mem._load, mem._confirm = folder, name, facts, load, confirm
-        mem.fmt = "md" if name.endswith(".md") else "json"
-        mem.content_hash, mem.size, mem.mtime_ns = facts["content_hash"], facts["size"], facts["mtime_ns"]
-        mem.warnings = []
-        mem.id, mem.type = str(facts["id"]), str(facts["type"])
-        return mem
+        out: list[Memory] = []
+        append, new = out.append, cls.__new__
+        for facts in entries:
+            mem = new(cls)
+            name = str(facts["file"])
+            mem._data = mem._path = None
+            mem._dir = folder
+            mem.name = name
+            mem.facts = facts
+            mem._load = load
+            mem._confirm = confirm
+            mem.fmt = "md" if name.endswith(".md") else "json"
+            mem.content_hash = facts["content_hash"]
+            mem.size = facts["size"]
+            mem.mtime_ns = facts["mtime_ns"]
+            mem.warnings = []
+            mem.id = str(facts["id"])
+            mem.type = str(facts["type"])
+            append(mem)
+        return out
 
     def __repr__(self) -> str:
         return f"Memory({self.name!r}, loaded={self._data is not None})"

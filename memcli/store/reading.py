@@ -81,7 +81,7 @@ class FileReading:
         def confirm(mem: Memory, record: dict[str, Any]) -> dict[str, Any] | None:
             return self._whole_record(folder, mem.name, record)
 
-        return [Memory.planned(e, folder.path, str(e["file"]), load, confirm) for e in entries]
+        return Memory.planned(entries, folder.path, load, confirm)
 
     def _read_record(self, folder: Folder, name: str, size: int | None = None) -> dict[str, Any] | None:
         """The record of a memory planned from its index entry, read when a rule first needs
