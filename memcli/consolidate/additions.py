@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate, compress
 from operator import itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
 from memcli.consolidate.textfeatures import (
@@ -138,12 +138,16 @@ def _walk_arrays(text: TextFeatures) -> _Walk:
     steps = _WALK_STEPS
     if len(steps) > _WALK_STEPS_MAX:
         steps.clear()
-    for word in set(words).difference(steps):  # the few words not seen yet
-        steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
-    walk = list(map(steps.__getitem__, words))
+    walk = cast(list[tuple[str, bool]], list(map(steps.get, words)))
+    if None in walk:  # words not seen yet (the text's word set holds each once)
+        for word in text.word_set.difference(steps):
+            steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
+        walk = list(map(steps.__getitem__, words))
     stems = tuple(map(_STEP_STEM, walk))
     content = tuple(map(_STEP_CONTENT, walk))
-    return _Walk(stems, content, frozenset(stems), tuple(accumulate(content, initial=0)))
+    # Without an attribution the walk holds every word: its stems are the text's.
+    stem_set = text.stems if lead == trail == 0 else frozenset(stems)
+    return _Walk(stems, content, stem_set, tuple(accumulate(content, initial=0)))
 
 
 _STEP_STEM, _STEP_CONTENT = itemgetter(0), itemgetter(1)

@@ -208,7 +208,8 @@ def _is_negated(text: TextFeatures) -> bool:
     lowered = text.text.lower()
     if any(mark in lowered for mark in _APOSTROPHE_MARKS):  # translate() is slow: only when needed
         lowered = lowered.translate(_APOSTROPHES)
-    if _NOT_ONLY_RE.search(lowered):
+    # The regex scans slowly (its leading \b defeats the literal search); "only" is rare.
+    if "only" in lowered and _NOT_ONLY_RE.search(lowered):
         return _negated(_NOT_ONLY_RE.sub(" ", lowered))
     # No token holds a space: the text is negated when one of its chunks between spaces is,
     # and a store repeats its chunks (each looked at once, then looked up as a set).
@@ -228,6 +229,10 @@ def _is_negated(text: TextFeatures) -> bool:
 
 def _negated(lowered: str) -> bool:
     """True when a lower-case text (its "not only" set aside) holds a negation cue."""
+    # Every cue holds an "n" or a "w" ("without"; _NEGATION_WORDS and "n't"): many chunks
+    # hold neither, and the regex is the costly part.
+    if "n" not in lowered and "w" not in lowered:
+        return False
     tokens = _NEGATION_TOKEN_RE.findall(lowered)
     if not _NEGATION_WORDS.isdisjoint(tokens):
         return True
@@ -310,7 +315,9 @@ for _number, (_left, _right) in enumerate(_POLARITY_PAIRS):
 # "to" is one only after "from" ("from X to Y"); elsewhere it is mostly an infinitive.
 _ORDER_WORDS = frozenset("before after than over instead into from then".split())
 _ORDER_WINDOW = 2  # content words looked at on each side of an order word
-_SENTENCE_SPLIT_RE = re.compile(r"[.!?;:\n]+(?:\s+|$)")
+# "[.!?;:\n]+(...)" written with the class first: the same matches, but the regex engine then
+# skips ahead by the class instead of trying the repeat at every character (twice as fast).
+_SENTENCE_SPLIT_RE = re.compile(r"[.!?;:\n][.!?;:\n]*(?:\s+|$)")
 
 # (word before, order word, word after)
 _Triple = tuple[str, str, str]
@@ -342,12 +349,9 @@ def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
     if _ORDER_WORDS.isdisjoint(text.word_set):
         return frozenset()
     for sentence in _SENTENCE_SPLIT_RE.split(text.text):
-        processed = default_process(sentence)
-        # No order word in this sentence (nor a "from"): the substring test is the cheap
-        # one, and a word of the sentence is a substring of it.
-        if not any(word in processed for word in _ORDER_WORDS):
-            continue
-        words = processed.split()
+        # No order word in this sentence (nor a "from"): no triple. (Splitting and one set
+        # test cost less than eight substring tests.)
+        words = default_process(sentence).split()
         if _ORDER_WORDS.isdisjoint(words):
             continue
         words = [w for w in words if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
@@ -678,6 +682,8 @@ def _names(text: TextFeatures) -> _Names:
 def _unmatched_names(a: TextFeatures, b: TextFeatures) -> frozenset[str]:
     """Names of ``a`` that ``b`` mentions in no form."""
     names_a = a.once("names", _names)
+    if not names_a.names:  # most texts: B's vocabulary is not needed
+        return frozenset()
     candidates = names_a.names - b.vocabulary
     if not candidates:
         return frozenset()

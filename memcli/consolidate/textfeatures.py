@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
 from itertools import chain
-from operator import attrgetter
+from operator import itemgetter
 from typing import Any, NamedTuple, TypeVar, cast
 
 from rapidfuzz.distance import Levenshtein
@@ -142,23 +142,19 @@ class TextFeatures:
         return _text_readings(self.text)
 
     @cached_property
-    def _distinct_readings(self) -> list[Reading]:
-        return list(set(self._readings))  # a text repeats its words; the sets need each once
-
-    @cached_property
     def vocabulary(self) -> frozenset[str]:
         """All canonical words, whatever their case (numbers aside)."""
-        return frozenset(chain.from_iterable(map(_VOCABULARY, self._distinct_readings)))
+        return frozenset(chain.from_iterable(map(_VOCABULARY, self._readings)))
 
     @cached_property
     def names(self) -> frozenset[str]:
         """The canonical forms of the words written as names (:attr:`Word.is_name`)."""
-        return frozenset(chain.from_iterable(map(_NAMES, self._distinct_readings)))
+        return frozenset(chain.from_iterable(map(_NAMES, self._readings)))
 
     @cached_property
     def acronyms(self) -> frozenset[str]:
         """The canonical forms of the words written as acronyms (:attr:`Word.is_acronym`)."""
-        return frozenset(chain.from_iterable(map(_ACRONYMS, self._distinct_readings)))
+        return frozenset(chain.from_iterable(map(_ACRONYMS, self._readings)))
 
     @cached_property
     def capitalised(self) -> tuple[str, ...]:
@@ -322,49 +318,44 @@ def _token_parts(token: str, at_start: bool) -> tuple[bool, _Parts]:
     return (token.lower() in _CLAUSE_WORDS, tuple(_classify(part, at_start) for part in parts if part))
 
 
-class Reading:
-    """What one word token adds to its text's features, read at a sentence start or inside
-    one (the parts of a hyphenated word together): the canonical forms it adds to
-    :attr:`TextFeatures.sequence` and whether each is written as a name, those it adds to
-    :attr:`TextFeatures.content`, its names (date names included), acronyms, capitalised
-    words, and its vocabulary."""
+# What one word token adds to its text's features, read at a sentence start or inside one
+# (the parts of a hyphenated word together): a plain tuple (one is made per token and state,
+# and a tuple is made several times faster than an object with attributes) of the canonical
+# forms it adds to :attr:`TextFeatures.sequence`, whether each is written as a name, the forms
+# it adds to :attr:`TextFeatures.content`, its names (date names included), acronyms,
+# capitalised words, and its vocabulary. Shared by every text that holds the token.
+Reading = tuple[tuple[Any, ...], ...]
 
-    __slots__ = ("acronyms", "aligned_names", "capitalised", "content", "names", "sequence", "vocabulary")
 
-    def __init__(self, parts: _Parts, at_start: bool) -> None:
-        if len(parts) == 1:  # most words: no hyphen
-            self._one(*parts[0], at_start)
-            return
-        aligned = [p for p in parts if p[0] not in ARTICLES or (p[0] == "a" and p[3] and not at_start)]
-        self.sequence = tuple([p[0] for p in aligned])
-        self.aligned_names = tuple([p[1] for p in aligned])
-        self.content = tuple([p[0] for p in aligned if p[0] not in STOPWORDS or (p[3] and not at_start)])
-        self.names = tuple([p[0] for p in parts if p[1]])
-        self.acronyms = tuple([p[0] for p in parts if p[2]])
-        self.capitalised = tuple([p[0] for p in parts if p[3]])
-        self.vocabulary = tuple([p[0] for p in parts if not p[0][0].isdigit()])
+def _parts_reading(parts: _Parts, at_start: bool) -> Reading:
+    """The :class:`Reading` of a word token from its parts (:func:`_token_parts`)."""
+    if len(parts) == 1:  # most words: no hyphen
+        return _one_reading(*parts[0], at_start)
+    aligned = [p for p in parts if p[0] not in ARTICLES or (p[0] == "a" and p[3] and not at_start)]
+    return (
+        tuple([p[0] for p in aligned]),
+        tuple([p[1] for p in aligned]),
+        tuple([p[0] for p in aligned if p[0] not in STOPWORDS or (p[3] and not at_start)]),
+        tuple([p[0] for p in parts if p[1]]),
+        tuple([p[0] for p in parts if p[2]]),
+        tuple([p[0] for p in parts if p[3]]),
+        tuple([p[0] for p in parts if not p[0][0].isdigit()]),
+    )
 
-    def _one(self, form: str, name: bool, acronym: bool, capitalised: bool, at_start: bool) -> None:
-        """The reading of a word of one part (as :meth:`__init__` gives it)."""
-        alone = (form,)
-        aligned = form not in ARTICLES or (form == "a" and capitalised and not at_start)
-        self.sequence = alone if aligned else ()
-        self.aligned_names = (name,) if aligned else ()
-        self.content = alone if aligned and (form not in STOPWORDS or (capitalised and not at_start)) else ()
-        self.names = alone if name else ()
-        self.acronyms = alone if acronym else ()
-        self.capitalised = alone if capitalised else ()
-        self.vocabulary = () if form[0].isdigit() else alone
+
+def _one_reading(form: str, name: bool, acronym: bool, capitalised: bool, at_start: bool) -> Reading:
+    """The :class:`Reading` of a word of one part (as :func:`_classify` gives it)."""
+    alone = (form,)
+    names, acronyms, capitals = alone if name else (), alone if acronym else (), alone if capitalised else ()
+    vocabulary = () if form[0].isdigit() else alone
+    if form in ARTICLES and not (form == "a" and capitalised and not at_start):  # not aligned
+        return ((), (), (), names, acronyms, capitals, vocabulary)
+    content = alone if form not in STOPWORDS or (capitalised and not at_start) else ()
+    return (alone, (name,), content, names, acronyms, capitals, vocabulary)
 
 
 # The parts of a Reading, read in C over all the readings of a text.
-_ACRONYMS = attrgetter("acronyms")
-_ALIGNED_NAMES = attrgetter("aligned_names")
-_CAPITALISED = attrgetter("capitalised")
-_CONTENT = attrgetter("content")
-_NAMES = attrgetter("names")
-_SEQUENCE = attrgetter("sequence")
-_VOCABULARY = attrgetter("vocabulary")
+_SEQUENCE, _ALIGNED_NAMES, _CONTENT, _NAMES, _ACRONYMS, _CAPITALISED, _VOCABULARY = map(itemgetter, range(7))
 
 
 # How the walk of :func:`_text_readings` reads a token, worked out once per token: a word:
@@ -388,11 +379,15 @@ def _token_info(token: str) -> list[Any]:
 
 def _reading(token: str, form: str, at_start: bool) -> Reading:
     """The :class:`Reading` of a word token (``form`` its canonical form): what
-    ``Reading(_token_parts(token, at_start)[1], at_start)`` gives, without the caches and
-    their keys for the usual word of one part (a token is read this way once per run)."""
-    if "-" in token and not ACRONYM_RE.fullmatch(token) or token[0].isdigit():
-        return Reading(_token_parts(token, at_start)[1], at_start)
-    return Reading((_classify_form(token, form, at_start),), at_start)
+    ``_parts_reading(_token_parts(token, at_start)[1], at_start)`` gives, without the caches
+    and their keys for the usual word of one part (a token is read this way once per run)."""
+    if token[0].isdigit() or "-" in token and not ACRONYM_RE.fullmatch(token):
+        return _parts_reading(_token_parts(token, at_start)[1], at_start)
+    if token.islower() and "." not in token:
+        # The usual word: no capital (so neither a name nor capitalised) and no dot (so not
+        # an acronym, which starts with a capital or is dotted: ACRONYM_RE).
+        return _one_reading(form, False, False, False, at_start)
+    return _one_reading(*_classify_form(token, form, at_start), at_start)
 
 
 # Chunk (a stretch of text between two spaces) -> (its Readings, the state after it), one

@@ -193,6 +193,25 @@ def test_the_run_found_from_new_word_positions_is_the_walks(a: list[str], b: lis
         assert _holds_new_run(x, y) is walk
         arrays = _walk_arrays(x)
         assert tuple(zip(arrays.stems, arrays.content, strict=True)) == _body_walk(x)
+        assert arrays.stem_set == frozenset(arrays.stems)
+
+
+def test_the_walk_arrays_with_and_without_an_attribution() -> None:
+    # Without an attribution the walk's stem set is the text's own stems (helper guards7);
+    # with one, only the stems of the words walked.
+    from memcli.consolidate import additions
+
+    plain = TextFeatures("restart the worker after a deploy twice")
+    said = TextFeatures("restart the worker after a deploy twice, Priya said.")
+    for cold in (True, False):
+        if cold:
+            additions._WALK_STEPS.clear()
+        for text in (TextFeatures(plain.text), TextFeatures(said.text)):
+            arrays = _walk_arrays(text)
+            assert arrays.stem_set == frozenset(arrays.stems)
+            assert tuple(zip(arrays.stems, arrays.content, strict=True)) == _body_walk(text)
+    assert _walk_arrays(TextFeatures(plain.text)).stem_set == plain.stems
+    assert "priy" in TextFeatures(said.text).stems and "priy" not in _walk_arrays(TextFeatures(said.text)).stem_set
 
 
 def test_the_run_from_positions_at_its_edges() -> None:

@@ -4,6 +4,8 @@ full work gives, whatever the caches hold."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -207,7 +209,8 @@ def test_the_tables_empty_when_full_and_answer_the_same(monkeypatch: pytest.Monk
 
 _NEGATION_BITS = st.sampled_from(["not", "only", "Not", "NOT", "no", "know", "isn't", "isn\u2019t", "can`t",
                                   "n't", "o'not", "a'b'no", "never", "nothing", "node", "unless", "5no",
-                                  "no_x", "dont", "Don\u2018t", "the", "cache"])
+                                  "no_x", "dont", "Don\u2018t", "the", "cache", "without", "Without", "with",
+                                  "withoutx", "t't", "w", "deploy"])
 _NEGATION_GAPS = st.sampled_from([" ", " ", "\n", "  ", ". ", ", ", "\t"])
 
 
@@ -228,6 +231,23 @@ def test_negation_by_chunks_answers_as_the_whole_text(parts: list[tuple[str, str
     _clear_tables()
     assert guards._is_negated(TextFeatures(text)) is expected
     assert guards._is_negated(TextFeatures(text)) is expected  # from the chunk sets
+
+
+def test_every_negation_cue_holds_an_n_or_a_w() -> None:
+    # _negated skips a chunk holding neither letter (helper guards7): exact only while every
+    # cue holds one.
+    assert all("n" in word or "w" in word for word in guards._NEGATION_WORDS)
+    assert guards._negated("without") and guards._negated("isn't") and guards._negated("never")
+    assert not guards._negated("with") and not guards._negated("cache") and not guards._negated("t't")
+
+
+def test_a_text_without_only_skips_the_not_only_pattern() -> None:
+    # "only" is looked for before the slow pattern (helper guards7); either way the answers
+    # are the whole text's.
+    for text in ("It is not only fast", "It is not fast", "Only it is fast", "It is NOT  ONLY fast, never",
+                 "not\tonly", "not-only", "knot only"):
+        _clear_tables()
+        assert guards._is_negated(TextFeatures(text)) is _negated_reference(text), text
 
 
 _CODE_BITS = st.sampled_from(["--force", "-x", "settings.toml", "U.S.", "e.g.", "3.11", "a_b", "(deploy/api)",
@@ -268,3 +288,41 @@ def test_known_words_are_those_with_senses() -> None:
     words = set(lexicon._index())
     words |= {w + "s" for w in words} | {w[:-1] for w in words if len(w) > 1} | {"ss", "bus", "xyzs", "s"}
     assert lexicon.known_words(frozenset(words)) == frozenset(w for w in words if lexicon.senses(w))
+
+
+# --------------------------------------------------------------------------------------------
+# helper guards7: a word token's Reading made without the caches, and the sentence split
+
+
+_READING_TOKENS = ["deploy", "isn't", "don\u2019t", "e.g.", "x.y", "abc5", "a", "the", "an", "A", "The", "Deploy",
+                   "U.S.", "GitHub", "al-qaida", "al-Qaida", "COVID-19", "ΑΒΓ", "über", "Über", "ǅx", "mr", "Mr",
+                   "5,000", "3.11", "²ab's", "CI", "I", "x", "it's", "St", "NASA's", "e-mail", "and", "also"]
+
+
+@pytest.mark.parametrize("token", _READING_TOKENS)
+def test_a_reading_made_directly_is_the_parts_reading(token: str) -> None:
+    form = textfeatures.canon(token)
+    for at_start in (True, False):
+        expected = textfeatures._parts_reading(textfeatures._token_parts(token, at_start)[1], at_start)
+        assert textfeatures._reading(token, form, at_start) == expected
+
+
+def test_a_lower_case_word_takes_the_short_way() -> None:
+    # No capital and no dot: neither a name, an acronym nor capitalised, in either state.
+    for at_start in (True, False):
+        sequence, names, content, own_names, acronyms, capitals, vocabulary = textfeatures._reading(
+            "deploys", "deploys", at_start)
+        assert (sequence, names, content, own_names, acronyms, capitals, vocabulary) == (
+            ("deploys",), (False,), ("deploys",), (), (), (), ("deploys",))
+    assert textfeatures._reading("the", "the", False)[0] == ()  # an article is not aligned
+    assert textfeatures._reading("A", "a", False)[0] == ("a",)  # "service A"
+    assert textfeatures._reading("A", "a", True)[0] == ()  # an article opening a sentence
+
+
+_OLD_SENTENCE_SPLIT = re.compile(r"[.!?;:\n]+(?:\s+|$)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab .!?;:\n\t\u00a0,")), max_size=40))
+def test_the_sentence_split_is_the_old_patterns(text: str) -> None:
+    assert guards._SENTENCE_SPLIT_RE.split(text) == _OLD_SENTENCE_SPLIT.split(text)
