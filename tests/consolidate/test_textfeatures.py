@@ -252,7 +252,8 @@ def test_a_text_without_only_skips_the_not_only_pattern() -> None:
 
 _CODE_BITS = st.sampled_from(["--force", "-x", "settings.toml", "U.S.", "e.g.", "3.11", "a_b", "(deploy/api)",
                               "`make", "test`", "lock:invoices", "user@host", "key=value", "plain", "\"x.y\"",
-                              "m5.large,", "--", "_"])
+                              "m5.large,", "--", "_", "x.Y", "a.5", "end.", "\u00ff.\u00ff", "3.x", "(a.b)",
+                              "done.Next"])
 
 
 def _identifiers_reference(text: str) -> frozenset[str]:
@@ -280,6 +281,25 @@ def test_identifiers_from_the_word_tables_are_the_words_own(parts: list[tuple[st
     _clear_tables()
     assert guards._identifiers(TextFeatures(text)) == expected
     assert guards._identifiers(TextFeatures(text)) == expected
+
+
+def test_a_text_without_code_marks_has_no_bare_code() -> None:
+    # The pre-check (helper guards7): no "-", "_/=@:" nor a dot before an ASCII letter, no
+    # bare code word; each is enough to look at the words.
+    _clear_tables()
+    for text in ("Deploy the worker. Then restart it, twice!", "Version 3.11 ships (a.5).", "\u00ff.\u00ff end."):
+        assert not guards._may_hold_code(text) and guards._identifiers(TextFeatures(text)) == frozenset()
+    for text, code in (("use -x", "-x"), ("set a_b", "a_b"), ("see a/b", "a/b"), ("k=v", "k=v"),
+                       ("me@host", "me@host"), ("lock:db", "lock:db"), ("open App.Yaml now", "app.yaml")):
+        assert guards._may_hold_code(text) and guards._identifiers(TextFeatures(text)) == frozenset({code})
+    assert guards._identifiers(TextFeatures("run `make test` now.")) == frozenset({"make", "test"})
+
+
+def test_a_digit_is_any_of_the_ten_ascii_digits() -> None:
+    assert not guards._has_digit("no digits here \u0663 \u00b2")  # Arabic-Indic three, superscript two
+    assert all(guards._has_digit(f"port {d}") for d in "0123456789")
+    assert guards._numbers(TextFeatures("port 8080 and 1,000")) == frozenset({"8080", "1000"})
+    assert guards._numbers(TextFeatures("port \u0663")) == frozenset()
 
 
 def test_known_words_are_those_with_senses() -> None:
