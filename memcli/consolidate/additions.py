@@ -122,11 +122,11 @@ def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:
 
 
 class _Walk(NamedTuple):
-    """The walk of :func:`_body_walk` as arrays: the stems, whether each is a content word,
-    the set of stems, and how many content words stand before each position."""
+    """The walk of :func:`_body_walk` as arrays: the stems, the set of stems, and how many
+    content words stand before each position (position ``i`` is a content word when the count
+    grows after it)."""
 
     stems: tuple[str, ...]
-    content: tuple[bool, ...]
     stem_set: frozenset[str]
     content_before: tuple[int, ...]
 
@@ -144,10 +144,9 @@ def _walk_arrays(text: TextFeatures) -> _Walk:
             steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
         walk = list(map(steps.__getitem__, words))
     stems = tuple(map(_STEP_STEM, walk))
-    content = tuple(map(_STEP_CONTENT, walk))
     # Without an attribution the walk holds every word: its stems are the text's.
     stem_set = text.stems if lead == trail == 0 else frozenset(stems)
-    return _Walk(stems, content, stem_set, tuple(accumulate(content, initial=0)))
+    return _Walk(stems, stem_set, tuple(accumulate(map(_STEP_CONTENT, walk), initial=0)))
 
 
 _STEP_STEM, _STEP_CONTENT = itemgetter(0), itemgetter(1)
@@ -168,14 +167,14 @@ def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
     new = list(compress(range(len(walk.stems)), map(new_stems.__contains__, walk.stems)))
     if len(new) < EXTRA_DETAIL_RUN:
         return False
-    content, before = walk.content, walk.content_before
+    before = walk.content_before
     run = run_content = 0
     last = -1
     for pos in new:
         if last >= 0 and before[pos] != before[last + 1]:  # a content word B has stands between
             run = run_content = 0
         run += 1
-        run_content += content[pos]
+        run_content += before[pos + 1] - before[pos]  # 1 for a content word
         if run >= EXTRA_DETAIL_RUN and run_content >= EXTRA_DETAIL_CONTENT:
             return True
         last = pos
@@ -328,6 +327,16 @@ def _qualifier(words: Sequence[str], other: TextFeatures) -> bool:
     )
 
 
+def _long_statement(text: TextFeatures) -> bool:
+    """True when the text has more than :data:`QUALIFIER_MAX_CONTEXT` content words. Its
+    distinct aligned words that are not function words are content words, each once at
+    least: when they are enough, the content words need not be listed (a long text's set
+    difference costs a fraction of a walk over its words)."""
+    if len(text.sequence_set - STOPWORDS) > QUALIFIER_MAX_CONTEXT:
+        return True
+    return text.content_count > QUALIFIER_MAX_CONTEXT
+
+
 def qualifier_added(text_a: _Text, text_b: _Text) -> bool:
     """True when one text adds, where the other has nothing, a short qualifying phrase with a
     new word: "... invest in the share market in India?" vs "... invest in the share
@@ -341,7 +350,7 @@ def qualifier_added(text_a: _Text, text_b: _Text) -> bool:
     moved, not added.
     """
     first, second = ordered(_f(text_a), _f(text_b))
-    if min(first.content_count, second.content_count) > QUALIFIER_MAX_CONTEXT:
+    if _long_statement(first) and _long_statement(second):
         return False
     seq_a, seq_b = first.sequence, second.sequence
     for op in diff_blocks(first, second):

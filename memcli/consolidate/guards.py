@@ -77,12 +77,15 @@ from memcli.consolidate.additions import (
 from memcli.consolidate.lexicon import contrast, known_words, senses
 from memcli.consolidate.restate import NUMBER_RE, SCALES, SPEECH_VERBS, canonical_number
 from memcli.consolidate.textfeatures import (
+    APOSTROPHE_MARKS,
+    APOSTROPHES,
     STOPWORDS,
     TextFeatures,
     Word,
     content_words,
     diff_blocks,
     features,
+    negated,
     ordered,
 )
 
@@ -189,14 +192,6 @@ def numbers_differ(text_a: _Text, text_b: _Text) -> bool:
 # --------------------------------------------------------------------------------------------
 # negation
 
-_NEGATION_WORDS = frozenset(
-    """not no never without none nobody nothing neither nor cannot nowhere noone unless
-    dont doesnt didnt isnt arent wasnt werent wont cant couldnt shouldnt wouldnt hasnt
-    havent hadnt mustnt neednt aint""".split()
-)
-_APOSTROPHE_MARKS = ("\u2019", "\u2018", "`", "\u00b4")
-_APOSTROPHES = str.maketrans(dict.fromkeys(_APOSTROPHE_MARKS, "'"))
-_NEGATION_TOKEN_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _NOT_ONLY_RE = re.compile(r"\bnot\s+only\b")  # "not only X but Y" affirms X
 
 
@@ -212,43 +207,14 @@ def negation_differs(text_a: _Text, text_b: _Text) -> bool:
 def _is_negated(text: TextFeatures) -> bool:
     """True when a text holds a negation cue: a word such as "never" or a "n't" ending."""
     lowered = text.text.lower()
-    if any(mark in lowered for mark in _APOSTROPHE_MARKS):  # translate() is slow: only when needed
-        lowered = lowered.translate(_APOSTROPHES)
     # The regex scans slowly (its leading \b defeats the literal search); "only" is rare.
     if "only" in lowered and _NOT_ONLY_RE.search(lowered):
-        return _negated(_NOT_ONLY_RE.sub(" ", lowered))
+        if any(mark in lowered for mark in APOSTROPHE_MARKS):  # translate() is slow: only when needed
+            lowered = lowered.translate(APOSTROPHES)
+        return negated(_NOT_ONLY_RE.sub(" ", lowered))
     # No token holds a space: the text is negated when one of its chunks between spaces is,
-    # and a store repeats its chunks (each looked at once, then looked up as a set).
-    if len(_PLAIN_CHUNKS) + len(_NEGATED_CHUNKS) > _CHUNKS_MAX:
-        _PLAIN_CHUNKS.clear()
-        _NEGATED_CHUNKS.clear()
-    chunks = set(lowered.split(" "))
-    if not _NEGATED_CHUNKS.isdisjoint(chunks):
-        return True
-    for chunk in chunks - _PLAIN_CHUNKS:
-        if _negated(chunk):
-            _NEGATED_CHUNKS.add(chunk)
-            return True
-        _PLAIN_CHUNKS.add(chunk)
-    return False
-
-
-def _negated(lowered: str) -> bool:
-    """True when a lower-case text (its "not only" set aside) holds a negation cue."""
-    # Every cue holds an "n" or a "w" ("without"; _NEGATION_WORDS and "n't"): many chunks
-    # hold neither, and the regex is the costly part.
-    if "n" not in lowered and "w" not in lowered:
-        return False
-    tokens = _NEGATION_TOKEN_RE.findall(lowered)
-    if not _NEGATION_WORDS.isdisjoint(tokens):
-        return True
-    return "n't" in lowered and any(token.endswith("n't") for token in tokens)
-
-
-# Lower-case chunks (text between spaces) known to hold a negation cue, and known not to.
-_NEGATED_CHUNKS: set[str] = set()
-_PLAIN_CHUNKS: set[str] = set()
-_CHUNKS_MAX = 65_536  # both emptied when they hold more (a few MB)
+    # which the walk of its readings tells (each chunk looked at once a run).
+    return text.negation_cue
 
 
 # --------------------------------------------------------------------------------------------

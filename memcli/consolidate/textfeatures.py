@@ -136,10 +136,21 @@ class TextFeatures:
         return _text_words(self.text)
 
     @cached_property
+    def _walk(self) -> tuple[list[Reading], bool]:
+        return _text_readings(self.text)
+
+    @cached_property
     def _readings(self) -> list[Reading]:
         """What each word token of the text contributes (:class:`Reading`), in order: the
         features most pairs need, read without building a :class:`Word` for every word."""
-        return _text_readings(self.text)
+        return self._walk[0]
+
+    @property
+    def negation_cue(self) -> bool:
+        """True when one of the text's chunks between spaces holds a negation cue
+        (:func:`negation_cue`), found by the same walk as the readings. (The negation guard
+        reads "not only" first: it affirms.)"""
+        return self._walk[1]
 
     @cached_property
     def vocabulary(self) -> frozenset[str]:
@@ -263,6 +274,41 @@ def canon(token: str) -> str:
     if token.endswith("'s"):
         token = token[:-2]
     return token.replace(".", "").replace("'", "").lower()
+
+
+# Words that negate, and the marks taken for an apostrophe ("don\u2019t", "can`t").
+NEGATION_WORDS = frozenset(
+    """not no never without none nobody nothing neither nor cannot nowhere noone unless
+    dont doesnt didnt isnt arent wasnt werent wont cant couldnt shouldnt wouldnt hasnt
+    havent hadnt mustnt neednt aint""".split()
+)
+APOSTROPHE_MARKS = ("\u2019", "\u2018", "`", "\u00b4")
+APOSTROPHES = str.maketrans(dict.fromkeys(APOSTROPHE_MARKS, "'"))
+_NEGATION_TOKEN_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def negated(lowered: str) -> bool:
+    """True when a lower-case text, its apostrophes made plain (and its "not only" set aside),
+    holds a negation cue: a word of :data:`NEGATION_WORDS` or a word ending in "n't"."""
+    # Every cue holds an "n" or a "w" ("without"): many chunks hold neither, and the regex is
+    # the costly part.
+    if "n" not in lowered and "w" not in lowered:
+        return False
+    tokens = _NEGATION_TOKEN_RE.findall(lowered)
+    if not NEGATION_WORDS.isdisjoint(tokens):
+        return True
+    return "n't" in lowered and any(token.endswith("n't") for token in tokens)
+
+
+def negation_cue(chunk: str) -> bool:
+    """:func:`negated` of a raw chunk (lowered, apostrophes made plain). Lowering a text and
+    then splitting it at spaces gives the chunks lowered one by one (no character lowers to a
+    space; only a final sigma looks at its neighbours, and it is no cue), so a text holds a
+    cue outside "not only" when one of its chunks does."""
+    lowered = chunk.lower()
+    if any(mark in lowered for mark in APOSTROPHE_MARKS):  # translate() is slow: only when needed
+        lowered = lowered.translate(APOSTROPHES)
+    return negated(lowered)
 
 
 @lru_cache(maxsize=4096)
@@ -390,15 +436,17 @@ def _reading(token: str, form: str, at_start: bool) -> Reading:
     return _one_reading(*_classify_form(token, form, at_start), at_start)
 
 
-# Chunk (a stretch of text between two spaces) -> (its Readings, the state after it), one
-# table per state the walk enters it in (2 * at a sentence start + a full stop would be owned).
-_CHUNKS: tuple[dict[str, tuple[tuple[Reading, ...], int]], ...] = ({}, {}, {}, {})
+# Chunk (a stretch of text between two spaces) -> (its Readings, the state after it, whether
+# it holds a negation cue), one table per state the walk enters it in (2 * at a sentence
+# start + a full stop would be owned).
+_CHUNKS: tuple[dict[str, tuple[tuple[Reading, ...], int, bool]], ...] = ({}, {}, {}, {})
 _CHUNKS_MAX = 16_384  # chunks kept per table (a few MB each); emptied when full
 
 
-def _text_readings(text: str) -> list[Reading]:
+def _text_readings(text: str) -> tuple[list[Reading], bool]:
     """The :class:`Reading` of each word token of a raw text, in order: the walk of
-    :func:`_text_words`, keeping only whether a sentence starts.
+    :func:`_text_words`, keeping only whether a sentence starts; and whether one of its chunks
+    holds a negation cue (:func:`negation_cue`).
 
     No token holds a space, and a full stop before a space ends the same token whether a space
     or the end of the stretch follows it: the tokens of a text are those of its chunks
@@ -409,6 +457,7 @@ def _text_readings(text: str) -> list[Reading]:
     extend = readings.extend
     tables = _CHUNKS
     state = 2  # at a sentence start, no full stop owned
+    negated = False
     for chunk in text.split(" "):
         found = tables[state].get(chunk)
         if found is None:
@@ -418,19 +467,21 @@ def _text_readings(text: str) -> list[Reading]:
             found = table[chunk] = _chunk_readings(chunk, state)
         extend(found[0])
         state = found[1]
-    return readings
-
-
-def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int]:
+        if found[2]:
+            negated = True
+    return readings, negated
+def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, bool]:
     """The readings of one chunk (no space in it) entered in ``state`` (see :data:`_CHUNKS`),
-    and the state after it."""
+    the state after it, and whether it holds a negation cue."""
     readings: list[Reading] = []
     append = readings.append
     tokens = _TOKENS
     if len(tokens) > _TOKENS_MAX:
         tokens.clear()
     at_start, stop_owned = state >= 2, bool(state & 1)
-    for token in _TOKEN_RE.findall(chunk):
+    # A chunk of letters alone is one word token (_TOKEN_RE's word form: a letter, then word
+    # characters), most new chunks of prose: the regex is not needed.
+    for token in (chunk,) if chunk.isalpha() else _TOKEN_RE.findall(chunk):
         info = tokens.get(token)
         if info is None:
             info = tokens[token] = _token_info(token)
@@ -444,7 +495,7 @@ def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int]:
         else:
             at_start = at_start or info[2] or (info[3] and not stop_owned)
         stop_owned = info[1]
-    return tuple(readings), 2 * at_start + stop_owned
+    return tuple(readings), 2 * at_start + stop_owned, negation_cue(chunk)
 
 
 def _text_words(text: str) -> tuple[Word, ...]:

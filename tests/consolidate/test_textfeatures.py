@@ -132,8 +132,6 @@ def _clear_tables() -> None:
     textfeatures._TOKENS.clear()
     for table in textfeatures._CHUNKS:
         table.clear()
-    guards._NEGATED_CHUNKS.clear()
-    guards._PLAIN_CHUNKS.clear()
     guards._CODE_WORDS.clear()
     guards._NOT_CODE.clear()
     additions._WALK_STEPS.clear()
@@ -194,9 +192,9 @@ def test_the_tables_empty_when_full_and_answer_the_same(monkeypatch: pytest.Monk
              for n in range(12)]
     expected = [(_from_words(t), guards._is_negated(TextFeatures(t)), guards._identifiers(TextFeatures(t)))
                 for t in texts]
+    _clear_tables()  # the negation guard reads the chunk tables too
     monkeypatch.setattr(textfeatures, "_CHUNKS_MAX", 3)
     monkeypatch.setattr(textfeatures, "_TOKENS_MAX", 3)
-    monkeypatch.setattr(guards, "_CHUNKS_MAX", 3)
     monkeypatch.setattr(guards, "_CODE_WORDS_MAX", 3)
     monkeypatch.setattr(additions, "_WALK_STEPS_MAX", 3)
     for _ in range(2):
@@ -216,9 +214,9 @@ _NEGATION_GAPS = st.sampled_from([" ", " ", "\n", "  ", ". ", ", ", "\t"])
 
 def _negated_reference(text: str) -> bool:
     """The whole-text check as it was before the chunk sets."""
-    lowered = guards._NOT_ONLY_RE.sub(" ", text.lower().translate(guards._APOSTROPHES))
-    tokens = guards._NEGATION_TOKEN_RE.findall(lowered)
-    if not guards._NEGATION_WORDS.isdisjoint(tokens):
+    lowered = re.sub(r"\bnot\s+only\b", " ", text.lower().translate(textfeatures.APOSTROPHES))
+    tokens = re.findall(r"[a-z]+(?:'[a-z]+)?", lowered)
+    if not textfeatures.NEGATION_WORDS.isdisjoint(tokens):
         return True
     return "n't" in lowered and any(token.endswith("n't") for token in tokens)
 
@@ -230,15 +228,28 @@ def test_negation_by_chunks_answers_as_the_whole_text(parts: list[tuple[str, str
     expected = _negated_reference(text)
     _clear_tables()
     assert guards._is_negated(TextFeatures(text)) is expected
-    assert guards._is_negated(TextFeatures(text)) is expected  # from the chunk sets
+    assert guards._is_negated(TextFeatures(text)) is expected  # from the chunk tables
+    assert guards._is_negated(TextFeatures(text.upper())) is _negated_reference(text.upper())
 
 
 def test_every_negation_cue_holds_an_n_or_a_w() -> None:
     # _negated skips a chunk holding neither letter (helper guards7): exact only while every
     # cue holds one.
-    assert all("n" in word or "w" in word for word in guards._NEGATION_WORDS)
-    assert guards._negated("without") and guards._negated("isn't") and guards._negated("never")
-    assert not guards._negated("with") and not guards._negated("cache") and not guards._negated("t't")
+    negated = textfeatures.negated
+    assert all("n" in word or "w" in word for word in textfeatures.NEGATION_WORDS)
+    assert negated("without") and negated("isn't") and negated("never")
+    assert not negated("with") and not negated("cache") and not negated("t't")
+
+
+def test_the_walk_finds_the_negated_chunks() -> None:
+    # The readings walk tells whether a chunk holds a cue (helper guards7): in any state, from
+    # cold or warm tables, a cue in another case or after a curly apostrophe included.
+    for text in ("Never deploy", "deploy. Never", "it isn\u2019t", "Mr. NOT here", "x  not", "it is fine",
+                 "know nothing", "nothing", "no", "with care", "WITHOUT", "the cache, node"):
+        expected = _negated_reference(text)
+        _clear_tables()
+        assert TextFeatures(text).negation_cue is expected, text
+        assert TextFeatures(text).negation_cue is expected, text
 
 
 def test_a_text_without_only_skips_the_not_only_pattern() -> None:
