@@ -22,10 +22,12 @@ from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
 from memcli.consolidate.textfeatures import (
     STEM_LETTERS,
     STOPWORDS,
+    WORD_STEPS,
     TextFeatures,
     diff_blocks,
     features,
     ordered,
+    word_steps,
 )
 
 __all__ = [
@@ -86,19 +88,9 @@ def _body_walk(text: TextFeatures) -> tuple[tuple[str, bool], ...]:
     """The words :func:`_longest_new_run` walks (a bare attribution aside), as (stem, is a
     content word): worked out once per text, walked once per pair."""
     lead, trail = text.attribution_words
-    steps = _WALK_STEPS
-    if len(steps) > _WALK_STEPS_MAX:
-        steps.clear()
     words = text.words[lead:len(text.words) - trail]
-    for word in set(words).difference(steps):  # the few words not seen yet
-        steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
+    steps = word_steps(text.word_set)
     return tuple(map(steps.__getitem__, words))  # looked up in C
-
-
-# word -> its step in a walk (stem, is a content word): one shared tuple per word of a store's
-# vocabulary rather than one per word of every text; emptied when it holds this many words.
-_WALK_STEPS: dict[str, tuple[str, bool]] = {}
-_WALK_STEPS_MAX = 65_536
 
 
 def _body_stems(text: TextFeatures) -> tuple[dict[str, int], dict[str, int]]:
@@ -135,13 +127,10 @@ def _walk_arrays(text: TextFeatures) -> _Walk:
     """:func:`_body_walk` as a :class:`_Walk`, each word looked up in C."""
     lead, trail = text.attribution_words
     words = text.words[lead:len(text.words) - trail]
-    steps = _WALK_STEPS
-    if len(steps) > _WALK_STEPS_MAX:
-        steps.clear()
+    steps = WORD_STEPS
     walk = cast(list[tuple[str, bool]], list(map(steps.get, words)))
-    if None in walk:  # words not seen yet (the text's word set holds each once)
-        for word in text.word_set.difference(steps):
-            steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
+    if None in walk:  # words not seen yet (or the table emptied since)
+        steps = word_steps(text.word_set)
         walk = list(map(steps.__getitem__, words))
     stems = tuple(map(_STEP_STEM, walk))
     # Without an attribution the walk holds every word: its stems are the text's.

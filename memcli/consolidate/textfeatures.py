@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, repeat
+from operator import getitem, itemgetter, not_
 from typing import Any, NamedTuple, TypeVar, cast
 
 from rapidfuzz.distance import Levenshtein
@@ -128,7 +128,8 @@ class TextFeatures:
     @cached_property
     def stems(self) -> frozenset[str]:
         """First letters of each normalised word: forms of one word share them."""
-        return frozenset([w[:STEM_LETTERS] for w in self.word_set])
+        steps = word_steps(self.word_set)  # each word's stem made once a run, its hash kept
+        return frozenset(map(_STEP_STEM, map(steps.__getitem__, self.word_set)))
 
     @cached_property
     def tokens(self) -> tuple[Word, ...]:
@@ -252,6 +253,28 @@ class TextFeatures:
         return len(self.content)
 
 
+# word (normalised) -> (its stem, whether it is a content word, not a function word): one
+# shared tuple per word of a store's vocabulary, for the stems of a text and the walk of the
+# extra_detail guard; emptied when it holds more than this many words.
+WORD_STEPS: dict[str, tuple[str, bool]] = {}
+_WORD_STEPS_MAX = 65_536
+_STEM_SLICE = slice(0, STEM_LETTERS)
+_STEP_STEM = itemgetter(0)
+
+
+def word_steps(words: frozenset[str]) -> dict[str, tuple[str, bool]]:
+    """:data:`WORD_STEPS`, holding every word of ``words`` (the new ones made in C)."""
+    steps = WORD_STEPS
+    if len(steps) > _WORD_STEPS_MAX:
+        steps.clear()
+    new = words.difference(steps)
+    if new:  # a set is iterated in one order while it is left alone
+        stems = cast("map[str]", map(getitem, new, repeat(_STEM_SLICE)))  # word[:STEM_LETTERS]
+        content = map(not_, map(STOPWORDS.__contains__, new))
+        steps.update(zip(new, zip(stems, content, strict=True), strict=True))
+    return steps
+
+
 @lru_cache(maxsize=4096)
 def features(text: str) -> TextFeatures:
     """The (cached) :class:`TextFeatures` of a raw text."""
@@ -306,7 +329,9 @@ def negation_cue(chunk: str) -> bool:
     space; only a final sigma looks at its neighbours, and it is no cue), so a text holds a
     cue outside "not only" when one of its chunks does."""
     lowered = chunk.lower()
-    if any(mark in lowered for mark in APOSTROPHE_MARKS):  # translate() is slow: only when needed
+    if "n" not in lowered and "w" not in lowered:  # no cue (see negated), most chunks: at once
+        return False
+    if not lowered.isascii() or "`" in lowered:  # a mark taken for an apostrophe, maybe
         lowered = lowered.translate(APOSTROPHES)
     return negated(lowered)
 

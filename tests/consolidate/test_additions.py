@@ -206,13 +206,13 @@ def _content_marks(arrays: _Walk) -> list[bool]:
 def test_the_walk_arrays_with_and_without_an_attribution() -> None:
     # Without an attribution the walk's stem set is the text's own stems (helper guards7);
     # with one, only the stems of the words walked.
-    from memcli.consolidate import additions
+    from memcli.consolidate import textfeatures
 
     plain = TextFeatures("restart the worker after a deploy twice")
     said = TextFeatures("restart the worker after a deploy twice, Priya said.")
     for cold in (True, False):
         if cold:
-            additions._WALK_STEPS.clear()
+            textfeatures.WORD_STEPS.clear()
         for text in (TextFeatures(plain.text), TextFeatures(said.text)):
             arrays = _walk_arrays(text)
             assert arrays.stem_set == frozenset(arrays.stems)
