@@ -13,21 +13,21 @@ What restatements add without meaning anything (an attribution such as "..., he 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import accumulate, compress
-from operator import itemgetter
+from operator import not_
 from typing import NamedTuple, cast
 
 from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
 from memcli.consolidate.textfeatures import (
     STEM_LETTERS,
     STOPWORDS,
-    WORD_STEPS,
+    WORD_STEMS,
     TextFeatures,
     diff_blocks,
     features,
     ordered,
-    word_steps,
+    word_stems,
 )
 
 __all__ = [
@@ -89,8 +89,15 @@ def _body_walk(text: TextFeatures) -> tuple[tuple[str, bool], ...]:
     content word): worked out once per text, walked once per pair."""
     lead, trail = text.attribution_words
     words = text.words[lead:len(text.words) - trail]
-    steps = word_steps(text.word_set)
-    return tuple(map(steps.__getitem__, words))  # looked up in C
+    stems = word_stems(text.word_set)
+    return tuple(zip(map(stems.__getitem__, words), _content_marks(words), strict=True))  # in C
+
+
+def _content_marks(words: Sequence[str]) -> Iterator[bool]:
+    """Whether each word is a content word (not a function word), in C."""
+    return map(not_, map(STOPWORDS.__contains__, words))
+
+
 
 
 def _body_stems(text: TextFeatures) -> tuple[dict[str, int], dict[str, int]]:
@@ -127,18 +134,14 @@ def _walk_arrays(text: TextFeatures) -> _Walk:
     """:func:`_body_walk` as a :class:`_Walk`, each word looked up in C."""
     lead, trail = text.attribution_words
     words = text.words[lead:len(text.words) - trail]
-    steps = WORD_STEPS
-    walk = cast(list[tuple[str, bool]], list(map(steps.get, words)))
-    if None in walk:  # words not seen yet (or the table emptied since)
-        steps = word_steps(text.word_set)
-        walk = list(map(steps.__getitem__, words))
-    stems = tuple(map(_STEP_STEM, walk))
+    table = WORD_STEMS
+    stems = cast(tuple[str, ...], tuple(map(table.get, words)))
+    if None in stems:  # words not seen yet (or the table emptied since)
+        table = word_stems(text.word_set)
+        stems = tuple(map(table.__getitem__, words))
     # Without an attribution the walk holds every word: its stems are the text's.
     stem_set = text.stems if lead == trail == 0 else frozenset(stems)
-    return _Walk(stems, stem_set, tuple(accumulate(map(_STEP_CONTENT, walk), initial=0)))
-
-
-_STEP_STEM, _STEP_CONTENT = itemgetter(0), itemgetter(1)
+    return _Walk(stems, stem_set, tuple(accumulate(_content_marks(words), initial=0)))
 
 
 def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:

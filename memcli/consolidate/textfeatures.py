@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
 from itertools import chain, repeat
-from operator import getitem, itemgetter, not_
+from operator import getitem, itemgetter
 from typing import Any, NamedTuple, TypeVar, cast
 
 from rapidfuzz.distance import Levenshtein
@@ -128,8 +128,8 @@ class TextFeatures:
     @cached_property
     def stems(self) -> frozenset[str]:
         """First letters of each normalised word: forms of one word share them."""
-        steps = word_steps(self.word_set)  # each word's stem made once a run, its hash kept
-        return frozenset(map(_STEP_STEM, map(steps.__getitem__, self.word_set)))
+        stems = word_stems(self.word_set)  # each word's stem made once a run, its hash kept
+        return frozenset(map(stems.__getitem__, self.word_set))
 
     @cached_property
     def tokens(self) -> tuple[Word, ...]:
@@ -253,26 +253,23 @@ class TextFeatures:
         return len(self.content)
 
 
-# word (normalised) -> (its stem, whether it is a content word, not a function word): one
-# shared tuple per word of a store's vocabulary, for the stems of a text and the walk of the
+# word (normalised) -> its stem (its first STEM_LETTERS letters): one shared string per word
+# of a store's vocabulary, its hash computed once, for the stems of a text and the walk of the
 # extra_detail guard; emptied when it holds more than this many words.
-WORD_STEPS: dict[str, tuple[str, bool]] = {}
-_WORD_STEPS_MAX = 65_536
+WORD_STEMS: dict[str, str] = {}
+_WORD_STEMS_MAX = 65_536
 _STEM_SLICE = slice(0, STEM_LETTERS)
-_STEP_STEM = itemgetter(0)
 
 
-def word_steps(words: frozenset[str]) -> dict[str, tuple[str, bool]]:
-    """:data:`WORD_STEPS`, holding every word of ``words`` (the new ones made in C)."""
-    steps = WORD_STEPS
-    if len(steps) > _WORD_STEPS_MAX:
-        steps.clear()
-    new = words.difference(steps)
+def word_stems(words: frozenset[str]) -> dict[str, str]:
+    """:data:`WORD_STEMS`, holding every word of ``words`` (the new ones sliced in C)."""
+    stems = WORD_STEMS
+    if len(stems) > _WORD_STEMS_MAX:
+        stems.clear()
+    new = words.difference(stems)
     if new:  # a set is iterated in one order while it is left alone
-        stems = cast("map[str]", map(getitem, new, repeat(_STEM_SLICE)))  # word[:STEM_LETTERS]
-        content = map(not_, map(STOPWORDS.__contains__, new))
-        steps.update(zip(new, zip(stems, content, strict=True), strict=True))
-    return steps
+        stems.update(zip(new, cast("map[str]", map(getitem, new, repeat(_STEM_SLICE))), strict=True))
+    return stems
 
 
 @lru_cache(maxsize=4096)

@@ -212,7 +212,7 @@ def test_the_walk_arrays_with_and_without_an_attribution() -> None:
     said = TextFeatures("restart the worker after a deploy twice, Priya said.")
     for cold in (True, False):
         if cold:
-            textfeatures.WORD_STEPS.clear()
+            textfeatures.WORD_STEMS.clear()
         for text in (TextFeatures(plain.text), TextFeatures(said.text)):
             arrays = _walk_arrays(text)
             assert arrays.stem_set == frozenset(arrays.stems)

@@ -134,7 +134,7 @@ def _clear_tables() -> None:
         table.clear()
     guards._CODE_WORDS.clear()
     guards._NOT_CODE.clear()
-    textfeatures.WORD_STEPS.clear()
+    textfeatures.WORD_STEMS.clear()
 
 
 def _from_words(text: str) -> dict[str, object]:
@@ -196,7 +196,7 @@ def test_the_tables_empty_when_full_and_answer_the_same(monkeypatch: pytest.Monk
     monkeypatch.setattr(textfeatures, "_CHUNKS_MAX", 3)
     monkeypatch.setattr(textfeatures, "_TOKENS_MAX", 3)
     monkeypatch.setattr(guards, "_CODE_WORDS_MAX", 3)
-    monkeypatch.setattr(textfeatures, "_WORD_STEPS_MAX", 3)
+    monkeypatch.setattr(textfeatures, "_WORD_STEMS_MAX", 3)
     for _ in range(2):
         got = [(_lean(t), guards._is_negated(TextFeatures(t)), guards._identifiers(TextFeatures(t)))
                for t in texts]
@@ -361,15 +361,15 @@ def test_the_sentence_split_is_the_old_patterns(text: str) -> None:
 
 def test_stems_from_the_word_table_are_the_words_first_letters(monkeypatch: pytest.MonkeyPatch) -> None:
     # Stems read through the shared word table (helper guards7), cold, warm and emptied when
-    # full, are the first STEM_LETTERS letters of each word; the table says which are content.
+    # full, are the first STEM_LETTERS letters of each word.
     texts = ["Deploy the deployment, then deploys", "a an the of it", "Über ünder x y", ""]
     for full in (False, True):
         if full:
-            monkeypatch.setattr(textfeatures, "_WORD_STEPS_MAX", 3)
-        textfeatures.WORD_STEPS.clear()
+            monkeypatch.setattr(textfeatures, "_WORD_STEMS_MAX", 3)
+        textfeatures.WORD_STEMS.clear()
         for _ in range(2):
             for text in texts:
                 features = TextFeatures(text)
                 assert features.stems == frozenset(w[:textfeatures.STEM_LETTERS] for w in features.word_set)
-                steps = textfeatures.word_steps(features.word_set)
-                assert all(steps[w] == (w[:4], w not in textfeatures.STOPWORDS) for w in features.word_set)
+                stems = textfeatures.word_stems(features.word_set)
+                assert all(stems[w] == w[:4] for w in features.word_set)
