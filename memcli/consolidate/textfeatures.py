@@ -347,7 +347,7 @@ def _starts_sentence(mark: str, previous: str) -> bool:
 
 def _has_inner_capital(token: str) -> bool:
     """CamelCase words ("GitHub", "PostgreSQL") are names even at a sentence start."""
-    return any(ch.isupper() for ch in token[1:]) and any(ch.islower() for ch in token)
+    return any(map(str.isupper, token[1:])) and any(map(str.islower, token))  # in C
 
 
 @lru_cache(maxsize=65536)
@@ -438,7 +438,7 @@ def _token_info(token: str) -> list[Any]:
     """How :func:`_text_readings` reads a token (see :data:`_TOKENS`)."""
     # "Mr. Smith", "J. Smith": a full stop after an abbreviation or an initial is its own
     # (as :func:`_starts_sentence` has it).
-    form = canon(token)
+    form = token.lower() if token.isalpha() else canon(token)  # letters alone: no mark to drop
     owns_stop = form in ABBREVIATIONS or len(token) == 1
     if token[0].isalnum():
         return [True, owns_stop, None, None, form]

@@ -327,12 +327,17 @@ def test_known_words_are_those_with_senses() -> None:
 
 _READING_TOKENS = ["deploy", "isn't", "don\u2019t", "e.g.", "x.y", "abc5", "a", "the", "an", "A", "The", "Deploy",
                    "U.S.", "GitHub", "al-qaida", "al-Qaida", "COVID-19", "ΑΒΓ", "über", "Über", "ǅx", "mr", "Mr",
-                   "5,000", "3.11", "²ab's", "CI", "I", "x", "it's", "St", "NASA's", "e-mail", "and", "also"]
+                   "5,000", "3.11", "²ab's", "CI", "I", "x", "it's", "St", "NASA's", "e-mail", "and", "also", "Straße", "ΣΑΣ",
+                   "İstanbul", "McDonald", "iPhone"]
 
 
 @pytest.mark.parametrize("token", _READING_TOKENS)
 def test_a_reading_made_directly_is_the_parts_reading(token: str) -> None:
     form = textfeatures.canon(token)
+    if token[0].isalnum():  # a word token: its canonical form as canon() gives it
+        assert textfeatures._token_info(token)[4] == form
+    assert textfeatures._has_inner_capital(token) is (
+        any(ch.isupper() for ch in token[1:]) and any(ch.islower() for ch in token))
     for at_start in (True, False):
         expected = textfeatures._parts_reading(textfeatures._token_parts(token, at_start)[1], at_start)
         assert textfeatures._reading(token, form, at_start) == expected
