@@ -13,19 +13,21 @@ What restatements add without meaning anything (an attribution such as "..., he 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import accumulate, compress
-from operator import itemgetter
-from typing import NamedTuple
+from operator import not_
+from typing import NamedTuple, cast
 
 from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
 from memcli.consolidate.textfeatures import (
     STEM_LETTERS,
     STOPWORDS,
+    WORD_STEMS,
     TextFeatures,
     diff_blocks,
     features,
     ordered,
+    word_stems,
 )
 
 __all__ = [
@@ -86,19 +88,16 @@ def _body_walk(text: TextFeatures) -> tuple[tuple[str, bool], ...]:
     """The words :func:`_longest_new_run` walks (a bare attribution aside), as (stem, is a
     content word): worked out once per text, walked once per pair."""
     lead, trail = text.attribution_words
-    steps = _WALK_STEPS
-    if len(steps) > _WALK_STEPS_MAX:
-        steps.clear()
     words = text.words[lead:len(text.words) - trail]
-    for word in set(words).difference(steps):  # the few words not seen yet
-        steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
-    return tuple(map(steps.__getitem__, words))  # looked up in C
+    stems = word_stems(text.word_set)
+    return tuple(zip(map(stems.__getitem__, words), _content_marks(words), strict=True))  # in C
 
 
-# word -> its step in a walk (stem, is a content word): one shared tuple per word of a store's
-# vocabulary rather than one per word of every text; emptied when it holds this many words.
-_WALK_STEPS: dict[str, tuple[str, bool]] = {}
-_WALK_STEPS_MAX = 65_536
+def _content_marks(words: Sequence[str]) -> Iterator[bool]:
+    """Whether each word is a content word (not a function word), in C."""
+    return map(not_, map(STOPWORDS.__contains__, words))
+
+
 
 
 def _body_stems(text: TextFeatures) -> tuple[dict[str, int], dict[str, int]]:
@@ -122,11 +121,11 @@ def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:
 
 
 class _Walk(NamedTuple):
-    """The walk of :func:`_body_walk` as arrays: the stems, whether each is a content word,
-    the set of stems, and how many content words stand before each position."""
+    """The walk of :func:`_body_walk` as arrays: the stems, the set of stems, and how many
+    content words stand before each position (position ``i`` is a content word when the count
+    grows after it)."""
 
     stems: tuple[str, ...]
-    content: tuple[bool, ...]
     stem_set: frozenset[str]
     content_before: tuple[int, ...]
 
@@ -135,18 +134,14 @@ def _walk_arrays(text: TextFeatures) -> _Walk:
     """:func:`_body_walk` as a :class:`_Walk`, each word looked up in C."""
     lead, trail = text.attribution_words
     words = text.words[lead:len(text.words) - trail]
-    steps = _WALK_STEPS
-    if len(steps) > _WALK_STEPS_MAX:
-        steps.clear()
-    for word in set(words).difference(steps):  # the few words not seen yet
-        steps[word] = (word[:STEM_LETTERS], word not in STOPWORDS)
-    walk = list(map(steps.__getitem__, words))
-    stems = tuple(map(_STEP_STEM, walk))
-    content = tuple(map(_STEP_CONTENT, walk))
-    return _Walk(stems, content, frozenset(stems), tuple(accumulate(content, initial=0)))
-
-
-_STEP_STEM, _STEP_CONTENT = itemgetter(0), itemgetter(1)
+    table = WORD_STEMS
+    stems = cast(tuple[str, ...], tuple(map(table.get, words)))
+    if None in stems:  # words not seen yet (or the table emptied since)
+        table = word_stems(text.word_set)
+        stems = tuple(map(table.__getitem__, words))
+    # Without an attribution the walk holds every word: its stems are the text's.
+    stem_set = text.stems if lead == trail == 0 else frozenset(stems)
+    return _Walk(stems, stem_set, tuple(accumulate(_content_marks(words), initial=0)))
 
 
 def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
@@ -164,14 +159,14 @@ def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
     new = list(compress(range(len(walk.stems)), map(new_stems.__contains__, walk.stems)))
     if len(new) < EXTRA_DETAIL_RUN:
         return False
-    content, before = walk.content, walk.content_before
+    before = walk.content_before
     run = run_content = 0
     last = -1
     for pos in new:
         if last >= 0 and before[pos] != before[last + 1]:  # a content word B has stands between
             run = run_content = 0
         run += 1
-        run_content += content[pos]
+        run_content += before[pos + 1] - before[pos]  # 1 for a content word
         if run >= EXTRA_DETAIL_RUN and run_content >= EXTRA_DETAIL_CONTENT:
             return True
         last = pos
@@ -324,6 +319,16 @@ def _qualifier(words: Sequence[str], other: TextFeatures) -> bool:
     )
 
 
+def _long_statement(text: TextFeatures) -> bool:
+    """True when the text has more than :data:`QUALIFIER_MAX_CONTEXT` content words. Its
+    distinct aligned words that are not function words are content words, each once at
+    least: when they are enough, the content words need not be listed (a long text's set
+    difference costs a fraction of a walk over its words)."""
+    if len(text.sequence_set - STOPWORDS) > QUALIFIER_MAX_CONTEXT:
+        return True
+    return text.content_count > QUALIFIER_MAX_CONTEXT
+
+
 def qualifier_added(text_a: _Text, text_b: _Text) -> bool:
     """True when one text adds, where the other has nothing, a short qualifying phrase with a
     new word: "... invest in the share market in India?" vs "... invest in the share
@@ -337,7 +342,7 @@ def qualifier_added(text_a: _Text, text_b: _Text) -> bool:
     moved, not added.
     """
     first, second = ordered(_f(text_a), _f(text_b))
-    if min(first.content_count, second.content_count) > QUALIFIER_MAX_CONTEXT:
+    if _long_statement(first) and _long_statement(second):
         return False
     seq_a, seq_b = first.sequence, second.sequence
     for op in diff_blocks(first, second):

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import getitem, itemgetter
 from typing import Any, NamedTuple, TypeVar, cast
 
 from rapidfuzz.distance import Levenshtein
@@ -128,7 +128,8 @@ class TextFeatures:
     @cached_property
     def stems(self) -> frozenset[str]:
         """First letters of each normalised word: forms of one word share them."""
-        return frozenset([w[:STEM_LETTERS] for w in self.word_set])
+        stems = word_stems(self.word_set)  # each word's stem made once a run, its hash kept
+        return frozenset(map(stems.__getitem__, self.word_set))
 
     @cached_property
     def tokens(self) -> tuple[Word, ...]:
@@ -136,29 +137,36 @@ class TextFeatures:
         return _text_words(self.text)
 
     @cached_property
-    def _readings(self) -> list[Reading]:
-        """What each word token of the text contributes (:class:`Reading`), in order: the
-        features most pairs need, read without building a :class:`Word` for every word."""
+    def _walk(self) -> tuple[list[Reading], bool]:
         return _text_readings(self.text)
 
     @cached_property
-    def _distinct_readings(self) -> list[Reading]:
-        return list(set(self._readings))  # a text repeats its words; the sets need each once
+    def _readings(self) -> list[Reading]:
+        """What each word token of the text contributes (:class:`Reading`), in order: the
+        features most pairs need, read without building a :class:`Word` for every word."""
+        return self._walk[0]
+
+    @property
+    def negation_cue(self) -> bool:
+        """True when one of the text's chunks between spaces holds a negation cue
+        (:func:`negation_cue`), found by the same walk as the readings. (The negation guard
+        reads "not only" first: it affirms.)"""
+        return self._walk[1]
 
     @cached_property
     def vocabulary(self) -> frozenset[str]:
         """All canonical words, whatever their case (numbers aside)."""
-        return frozenset(chain.from_iterable(map(_VOCABULARY, self._distinct_readings)))
+        return frozenset(chain.from_iterable(map(_VOCABULARY, self._readings)))
 
     @cached_property
     def names(self) -> frozenset[str]:
         """The canonical forms of the words written as names (:attr:`Word.is_name`)."""
-        return frozenset(chain.from_iterable(map(_NAMES, self._distinct_readings)))
+        return frozenset(chain.from_iterable(map(_NAMES, self._readings)))
 
     @cached_property
     def acronyms(self) -> frozenset[str]:
         """The canonical forms of the words written as acronyms (:attr:`Word.is_acronym`)."""
-        return frozenset(chain.from_iterable(map(_ACRONYMS, self._distinct_readings)))
+        return frozenset(chain.from_iterable(map(_ACRONYMS, self._readings)))
 
     @cached_property
     def capitalised(self) -> tuple[str, ...]:
@@ -245,6 +253,25 @@ class TextFeatures:
         return len(self.content)
 
 
+# word (normalised) -> its stem (its first STEM_LETTERS letters): one shared string per word
+# of a store's vocabulary, its hash computed once, for the stems of a text and the walk of the
+# extra_detail guard; emptied when it holds more than this many words.
+WORD_STEMS: dict[str, str] = {}
+_WORD_STEMS_MAX = 65_536
+_STEM_SLICE = slice(0, STEM_LETTERS)
+
+
+def word_stems(words: frozenset[str]) -> dict[str, str]:
+    """:data:`WORD_STEMS`, holding every word of ``words`` (the new ones sliced in C)."""
+    stems = WORD_STEMS
+    if len(stems) > _WORD_STEMS_MAX:
+        stems.clear()
+    new = words.difference(stems)
+    if new:  # a set is iterated in one order while it is left alone
+        stems.update(zip(new, cast("map[str]", map(getitem, new, repeat(_STEM_SLICE))), strict=True))
+    return stems
+
+
 @lru_cache(maxsize=4096)
 def features(text: str) -> TextFeatures:
     """The (cached) :class:`TextFeatures` of a raw text."""
@@ -269,6 +296,43 @@ def canon(token: str) -> str:
     return token.replace(".", "").replace("'", "").lower()
 
 
+# Words that negate, and the marks taken for an apostrophe ("don\u2019t", "can`t").
+NEGATION_WORDS = frozenset(
+    """not no never without none nobody nothing neither nor cannot nowhere noone unless
+    dont doesnt didnt isnt arent wasnt werent wont cant couldnt shouldnt wouldnt hasnt
+    havent hadnt mustnt neednt aint""".split()
+)
+APOSTROPHE_MARKS = ("\u2019", "\u2018", "`", "\u00b4")
+APOSTROPHES = str.maketrans(dict.fromkeys(APOSTROPHE_MARKS, "'"))
+_NEGATION_TOKEN_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def negated(lowered: str) -> bool:
+    """True when a lower-case text, its apostrophes made plain (and its "not only" set aside),
+    holds a negation cue: a word of :data:`NEGATION_WORDS` or a word ending in "n't"."""
+    # Every cue holds an "n" or a "w" ("without"): many chunks hold neither, and the regex is
+    # the costly part.
+    if "n" not in lowered and "w" not in lowered:
+        return False
+    tokens = _NEGATION_TOKEN_RE.findall(lowered)
+    if not NEGATION_WORDS.isdisjoint(tokens):
+        return True
+    return "n't" in lowered and any(token.endswith("n't") for token in tokens)
+
+
+def negation_cue(chunk: str) -> bool:
+    """:func:`negated` of a raw chunk (lowered, apostrophes made plain). Lowering a text and
+    then splitting it at spaces gives the chunks lowered one by one (no character lowers to a
+    space; only a final sigma looks at its neighbours, and it is no cue), so a text holds a
+    cue outside "not only" when one of its chunks does."""
+    lowered = chunk.lower()
+    if "n" not in lowered and "w" not in lowered:  # no cue (see negated), most chunks: at once
+        return False
+    if not lowered.isascii() or "`" in lowered:  # a mark taken for an apostrophe, maybe
+        lowered = lowered.translate(APOSTROPHES)
+    return negated(lowered)
+
+
 @lru_cache(maxsize=4096)
 def _starts_sentence(mark: str, previous: str) -> bool:
     """True when the mark makes the next capital letter sentence case. (Cached: a few marks
@@ -283,7 +347,7 @@ def _starts_sentence(mark: str, previous: str) -> bool:
 
 def _has_inner_capital(token: str) -> bool:
     """CamelCase words ("GitHub", "PostgreSQL") are names even at a sentence start."""
-    return any(ch.isupper() for ch in token[1:]) and any(ch.islower() for ch in token)
+    return any(map(str.isupper, token[1:])) and any(map(str.islower, token))  # in C
 
 
 @lru_cache(maxsize=65536)
@@ -322,49 +386,44 @@ def _token_parts(token: str, at_start: bool) -> tuple[bool, _Parts]:
     return (token.lower() in _CLAUSE_WORDS, tuple(_classify(part, at_start) for part in parts if part))
 
 
-class Reading:
-    """What one word token adds to its text's features, read at a sentence start or inside
-    one (the parts of a hyphenated word together): the canonical forms it adds to
-    :attr:`TextFeatures.sequence` and whether each is written as a name, those it adds to
-    :attr:`TextFeatures.content`, its names (date names included), acronyms, capitalised
-    words, and its vocabulary."""
+# What one word token adds to its text's features, read at a sentence start or inside one
+# (the parts of a hyphenated word together): a plain tuple (one is made per token and state,
+# and a tuple is made several times faster than an object with attributes) of the canonical
+# forms it adds to :attr:`TextFeatures.sequence`, whether each is written as a name, the forms
+# it adds to :attr:`TextFeatures.content`, its names (date names included), acronyms,
+# capitalised words, and its vocabulary. Shared by every text that holds the token.
+Reading = tuple[tuple[Any, ...], ...]
 
-    __slots__ = ("acronyms", "aligned_names", "capitalised", "content", "names", "sequence", "vocabulary")
 
-    def __init__(self, parts: _Parts, at_start: bool) -> None:
-        if len(parts) == 1:  # most words: no hyphen
-            self._one(*parts[0], at_start)
-            return
-        aligned = [p for p in parts if p[0] not in ARTICLES or (p[0] == "a" and p[3] and not at_start)]
-        self.sequence = tuple([p[0] for p in aligned])
-        self.aligned_names = tuple([p[1] for p in aligned])
-        self.content = tuple([p[0] for p in aligned if p[0] not in STOPWORDS or (p[3] and not at_start)])
-        self.names = tuple([p[0] for p in parts if p[1]])
-        self.acronyms = tuple([p[0] for p in parts if p[2]])
-        self.capitalised = tuple([p[0] for p in parts if p[3]])
-        self.vocabulary = tuple([p[0] for p in parts if not p[0][0].isdigit()])
+def _parts_reading(parts: _Parts, at_start: bool) -> Reading:
+    """The :class:`Reading` of a word token from its parts (:func:`_token_parts`)."""
+    if len(parts) == 1:  # most words: no hyphen
+        return _one_reading(*parts[0], at_start)
+    aligned = [p for p in parts if p[0] not in ARTICLES or (p[0] == "a" and p[3] and not at_start)]
+    return (
+        tuple([p[0] for p in aligned]),
+        tuple([p[1] for p in aligned]),
+        tuple([p[0] for p in aligned if p[0] not in STOPWORDS or (p[3] and not at_start)]),
+        tuple([p[0] for p in parts if p[1]]),
+        tuple([p[0] for p in parts if p[2]]),
+        tuple([p[0] for p in parts if p[3]]),
+        tuple([p[0] for p in parts if not p[0][0].isdigit()]),
+    )
 
-    def _one(self, form: str, name: bool, acronym: bool, capitalised: bool, at_start: bool) -> None:
-        """The reading of a word of one part (as :meth:`__init__` gives it)."""
-        alone = (form,)
-        aligned = form not in ARTICLES or (form == "a" and capitalised and not at_start)
-        self.sequence = alone if aligned else ()
-        self.aligned_names = (name,) if aligned else ()
-        self.content = alone if aligned and (form not in STOPWORDS or (capitalised and not at_start)) else ()
-        self.names = alone if name else ()
-        self.acronyms = alone if acronym else ()
-        self.capitalised = alone if capitalised else ()
-        self.vocabulary = () if form[0].isdigit() else alone
+
+def _one_reading(form: str, name: bool, acronym: bool, capitalised: bool, at_start: bool) -> Reading:
+    """The :class:`Reading` of a word of one part (as :func:`_classify` gives it)."""
+    alone = (form,)
+    names, acronyms, capitals = alone if name else (), alone if acronym else (), alone if capitalised else ()
+    vocabulary = () if form[0].isdigit() else alone
+    if form in ARTICLES and not (form == "a" and capitalised and not at_start):  # not aligned
+        return ((), (), (), names, acronyms, capitals, vocabulary)
+    content = alone if form not in STOPWORDS or (capitalised and not at_start) else ()
+    return (alone, (name,), content, names, acronyms, capitals, vocabulary)
 
 
 # The parts of a Reading, read in C over all the readings of a text.
-_ACRONYMS = attrgetter("acronyms")
-_ALIGNED_NAMES = attrgetter("aligned_names")
-_CAPITALISED = attrgetter("capitalised")
-_CONTENT = attrgetter("content")
-_NAMES = attrgetter("names")
-_SEQUENCE = attrgetter("sequence")
-_VOCABULARY = attrgetter("vocabulary")
+_SEQUENCE, _ALIGNED_NAMES, _CONTENT, _NAMES, _ACRONYMS, _CAPITALISED, _VOCABULARY = map(itemgetter, range(7))
 
 
 # How the walk of :func:`_text_readings` reads a token, worked out once per token: a word:
@@ -379,7 +438,7 @@ def _token_info(token: str) -> list[Any]:
     """How :func:`_text_readings` reads a token (see :data:`_TOKENS`)."""
     # "Mr. Smith", "J. Smith": a full stop after an abbreviation or an initial is its own
     # (as :func:`_starts_sentence` has it).
-    form = canon(token)
+    form = token.lower() if token.isalpha() else canon(token)  # letters alone: no mark to drop
     owns_stop = form in ABBREVIATIONS or len(token) == 1
     if token[0].isalnum():
         return [True, owns_stop, None, None, form]
@@ -388,22 +447,28 @@ def _token_info(token: str) -> list[Any]:
 
 def _reading(token: str, form: str, at_start: bool) -> Reading:
     """The :class:`Reading` of a word token (``form`` its canonical form): what
-    ``Reading(_token_parts(token, at_start)[1], at_start)`` gives, without the caches and
-    their keys for the usual word of one part (a token is read this way once per run)."""
-    if "-" in token and not ACRONYM_RE.fullmatch(token) or token[0].isdigit():
-        return Reading(_token_parts(token, at_start)[1], at_start)
-    return Reading((_classify_form(token, form, at_start),), at_start)
+    ``_parts_reading(_token_parts(token, at_start)[1], at_start)`` gives, without the caches
+    and their keys for the usual word of one part (a token is read this way once per run)."""
+    if token[0].isdigit() or "-" in token and not ACRONYM_RE.fullmatch(token):
+        return _parts_reading(_token_parts(token, at_start)[1], at_start)
+    if token.islower() and "." not in token:
+        # The usual word: no capital (so neither a name nor capitalised) and no dot (so not
+        # an acronym, which starts with a capital or is dotted: ACRONYM_RE).
+        return _one_reading(form, False, False, False, at_start)
+    return _one_reading(*_classify_form(token, form, at_start), at_start)
 
 
-# Chunk (a stretch of text between two spaces) -> (its Readings, the state after it), one
-# table per state the walk enters it in (2 * at a sentence start + a full stop would be owned).
-_CHUNKS: tuple[dict[str, tuple[tuple[Reading, ...], int]], ...] = ({}, {}, {}, {})
+# Chunk (a stretch of text between two spaces) -> (its Readings, the state after it, whether
+# it holds a negation cue), one table per state the walk enters it in (2 * at a sentence
+# start + a full stop would be owned).
+_CHUNKS: tuple[dict[str, tuple[tuple[Reading, ...], int, bool]], ...] = ({}, {}, {}, {})
 _CHUNKS_MAX = 16_384  # chunks kept per table (a few MB each); emptied when full
 
 
-def _text_readings(text: str) -> list[Reading]:
+def _text_readings(text: str) -> tuple[list[Reading], bool]:
     """The :class:`Reading` of each word token of a raw text, in order: the walk of
-    :func:`_text_words`, keeping only whether a sentence starts.
+    :func:`_text_words`, keeping only whether a sentence starts; and whether one of its chunks
+    holds a negation cue (:func:`negation_cue`).
 
     No token holds a space, and a full stop before a space ends the same token whether a space
     or the end of the stretch follows it: the tokens of a text are those of its chunks
@@ -414,6 +479,7 @@ def _text_readings(text: str) -> list[Reading]:
     extend = readings.extend
     tables = _CHUNKS
     state = 2  # at a sentence start, no full stop owned
+    negated = False
     for chunk in text.split(" "):
         found = tables[state].get(chunk)
         if found is None:
@@ -423,19 +489,21 @@ def _text_readings(text: str) -> list[Reading]:
             found = table[chunk] = _chunk_readings(chunk, state)
         extend(found[0])
         state = found[1]
-    return readings
-
-
-def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int]:
+        if found[2]:
+            negated = True
+    return readings, negated
+def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, bool]:
     """The readings of one chunk (no space in it) entered in ``state`` (see :data:`_CHUNKS`),
-    and the state after it."""
+    the state after it, and whether it holds a negation cue."""
     readings: list[Reading] = []
     append = readings.append
     tokens = _TOKENS
     if len(tokens) > _TOKENS_MAX:
         tokens.clear()
     at_start, stop_owned = state >= 2, bool(state & 1)
-    for token in _TOKEN_RE.findall(chunk):
+    # A chunk of letters alone is one word token (_TOKEN_RE's word form: a letter, then word
+    # characters), most new chunks of prose: the regex is not needed.
+    for token in (chunk,) if chunk.isalpha() else _TOKEN_RE.findall(chunk):
         info = tokens.get(token)
         if info is None:
             info = tokens[token] = _token_info(token)
@@ -449,7 +517,7 @@ def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int]:
         else:
             at_start = at_start or info[2] or (info[3] and not stop_owned)
         stop_owned = info[1]
-    return tuple(readings), 2 * at_start + stop_owned
+    return tuple(readings), 2 * at_start + stop_owned, negation_cue(chunk)
 
 
 def _text_words(text: str) -> tuple[Word, ...]:

@@ -17,6 +17,7 @@ from memcli.consolidate.additions import (
     _holds_new_run,
     _longest_new_run,
     _may_hold_run,
+    _Walk,
     _walk_arrays,
     clause_added,
     extra_detail,
@@ -192,7 +193,32 @@ def test_the_run_found_from_new_word_positions_is_the_walks(a: list[str], b: lis
         walk = (_may_hold_run(x, y) and _longest_new_run(x, y, EXTRA_DETAIL_RUN) >= EXTRA_DETAIL_RUN)
         assert _holds_new_run(x, y) is walk
         arrays = _walk_arrays(x)
-        assert tuple(zip(arrays.stems, arrays.content, strict=True)) == _body_walk(x)
+        assert tuple(zip(arrays.stems, _content_marks(arrays), strict=True)) == _body_walk(x)
+        assert arrays.stem_set == frozenset(arrays.stems)
+
+
+def _content_marks(arrays: _Walk) -> list[bool]:
+    """Whether each position of a walk is a content word, from the counts before each."""
+    before = arrays.content_before
+    return [bool(before[i + 1] - before[i]) for i in range(len(arrays.stems))]
+
+
+def test_the_walk_arrays_with_and_without_an_attribution() -> None:
+    # Without an attribution the walk's stem set is the text's own stems (helper guards7);
+    # with one, only the stems of the words walked.
+    from memcli.consolidate import textfeatures
+
+    plain = TextFeatures("restart the worker after a deploy twice")
+    said = TextFeatures("restart the worker after a deploy twice, Priya said.")
+    for cold in (True, False):
+        if cold:
+            textfeatures.WORD_STEMS.clear()
+        for text in (TextFeatures(plain.text), TextFeatures(said.text)):
+            arrays = _walk_arrays(text)
+            assert arrays.stem_set == frozenset(arrays.stems)
+            assert tuple(zip(arrays.stems, _content_marks(arrays), strict=True)) == _body_walk(text)
+    assert _walk_arrays(TextFeatures(plain.text)).stem_set == plain.stems
+    assert "priy" in TextFeatures(said.text).stems and "priy" not in _walk_arrays(TextFeatures(said.text)).stem_set
 
 
 def test_the_run_from_positions_at_its_edges() -> None:
@@ -203,3 +229,20 @@ def test_the_run_from_positions_at_its_edges() -> None:
     assert not _holds_new_run(TextFeatures("they had rollbacks twice finish there"), other)
     # a function word it has bridges it
     assert _holds_new_run(TextFeatures("they had rollbacks the twice there"), TextFeatures("the deploys"))
+
+
+@pytest.mark.parametrize(("text", "long"), [
+    ("alpha beta gamma delta epsilon zeta eta theta iota", False),  # nine distinct content words
+    ("alpha beta gamma delta epsilon zeta eta theta iota kappa", True),  # ten distinct
+    ("alpha beta gamma delta epsilon zeta eta theta iota alpha", True),  # nine distinct, ten in all
+    ("alpha beta gamma delta epsilon zeta eta theta and the of iota", False),  # function words
+    ("alpha beta gamma delta epsilon zeta eta theta iota calls service A", True),  # a label counts
+])
+def test_a_long_statement_by_its_distinct_words_or_its_count(text: str, long: bool) -> None:
+    # The qualifier guard's context test (helper guards7): the distinct aligned words that are
+    # not function words decide when they are enough, the count of content words otherwise.
+    from memcli.consolidate.additions import QUALIFIER_MAX_CONTEXT, _long_statement
+
+    features = TextFeatures(text)
+    assert _long_statement(features) is long
+    assert (features.content_count > QUALIFIER_MAX_CONTEXT) is long

@@ -4,11 +4,13 @@ full work gives, whatever the caches hold."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memcli.consolidate import additions, guards, textfeatures
+from memcli.consolidate import guards, textfeatures
 from memcli.consolidate.textfeatures import TextFeatures, Word
 
 
@@ -130,11 +132,9 @@ def _clear_tables() -> None:
     textfeatures._TOKENS.clear()
     for table in textfeatures._CHUNKS:
         table.clear()
-    guards._NEGATED_CHUNKS.clear()
-    guards._PLAIN_CHUNKS.clear()
     guards._CODE_WORDS.clear()
     guards._NOT_CODE.clear()
-    additions._WALK_STEPS.clear()
+    textfeatures.WORD_STEMS.clear()
 
 
 def _from_words(text: str) -> dict[str, object]:
@@ -192,11 +192,11 @@ def test_the_tables_empty_when_full_and_answer_the_same(monkeypatch: pytest.Monk
              for n in range(12)]
     expected = [(_from_words(t), guards._is_negated(TextFeatures(t)), guards._identifiers(TextFeatures(t)))
                 for t in texts]
+    _clear_tables()  # the negation guard reads the chunk tables too
     monkeypatch.setattr(textfeatures, "_CHUNKS_MAX", 3)
     monkeypatch.setattr(textfeatures, "_TOKENS_MAX", 3)
-    monkeypatch.setattr(guards, "_CHUNKS_MAX", 3)
     monkeypatch.setattr(guards, "_CODE_WORDS_MAX", 3)
-    monkeypatch.setattr(additions, "_WALK_STEPS_MAX", 3)
+    monkeypatch.setattr(textfeatures, "_WORD_STEMS_MAX", 3)
     for _ in range(2):
         got = [(_lean(t), guards._is_negated(TextFeatures(t)), guards._identifiers(TextFeatures(t)))
                for t in texts]
@@ -207,15 +207,16 @@ def test_the_tables_empty_when_full_and_answer_the_same(monkeypatch: pytest.Monk
 
 _NEGATION_BITS = st.sampled_from(["not", "only", "Not", "NOT", "no", "know", "isn't", "isn\u2019t", "can`t",
                                   "n't", "o'not", "a'b'no", "never", "nothing", "node", "unless", "5no",
-                                  "no_x", "dont", "Don\u2018t", "the", "cache"])
+                                  "no_x", "dont", "Don\u2018t", "the", "cache", "without", "Without", "with",
+                                  "withoutx", "t't", "w", "deploy"])
 _NEGATION_GAPS = st.sampled_from([" ", " ", "\n", "  ", ". ", ", ", "\t"])
 
 
 def _negated_reference(text: str) -> bool:
     """The whole-text check as it was before the chunk sets."""
-    lowered = guards._NOT_ONLY_RE.sub(" ", text.lower().translate(guards._APOSTROPHES))
-    tokens = guards._NEGATION_TOKEN_RE.findall(lowered)
-    if not guards._NEGATION_WORDS.isdisjoint(tokens):
+    lowered = re.sub(r"\bnot\s+only\b", " ", text.lower().translate(textfeatures.APOSTROPHES))
+    tokens = re.findall(r"[a-z]+(?:'[a-z]+)?", lowered)
+    if not textfeatures.NEGATION_WORDS.isdisjoint(tokens):
         return True
     return "n't" in lowered and any(token.endswith("n't") for token in tokens)
 
@@ -227,12 +228,43 @@ def test_negation_by_chunks_answers_as_the_whole_text(parts: list[tuple[str, str
     expected = _negated_reference(text)
     _clear_tables()
     assert guards._is_negated(TextFeatures(text)) is expected
-    assert guards._is_negated(TextFeatures(text)) is expected  # from the chunk sets
+    assert guards._is_negated(TextFeatures(text)) is expected  # from the chunk tables
+    assert guards._is_negated(TextFeatures(text.upper())) is _negated_reference(text.upper())
+
+
+def test_every_negation_cue_holds_an_n_or_a_w() -> None:
+    # _negated skips a chunk holding neither letter (helper guards7): exact only while every
+    # cue holds one.
+    negated = textfeatures.negated
+    assert all("n" in word or "w" in word for word in textfeatures.NEGATION_WORDS)
+    assert negated("without") and negated("isn't") and negated("never")
+    assert not negated("with") and not negated("cache") and not negated("t't")
+
+
+def test_the_walk_finds_the_negated_chunks() -> None:
+    # The readings walk tells whether a chunk holds a cue (helper guards7): in any state, from
+    # cold or warm tables, a cue in another case or after a curly apostrophe included.
+    for text in ("Never deploy", "deploy. Never", "it isn\u2019t", "Mr. NOT here", "x  not", "it is fine",
+                 "know nothing", "nothing", "no", "with care", "WITHOUT", "the cache, node"):
+        expected = _negated_reference(text)
+        _clear_tables()
+        assert TextFeatures(text).negation_cue is expected, text
+        assert TextFeatures(text).negation_cue is expected, text
+
+
+def test_a_text_without_only_skips_the_not_only_pattern() -> None:
+    # "only" is looked for before the slow pattern (helper guards7); either way the answers
+    # are the whole text's.
+    for text in ("It is not only fast", "It is not fast", "Only it is fast", "It is NOT  ONLY fast, never",
+                 "not\tonly", "not-only", "knot only"):
+        _clear_tables()
+        assert guards._is_negated(TextFeatures(text)) is _negated_reference(text), text
 
 
 _CODE_BITS = st.sampled_from(["--force", "-x", "settings.toml", "U.S.", "e.g.", "3.11", "a_b", "(deploy/api)",
                               "`make", "test`", "lock:invoices", "user@host", "key=value", "plain", "\"x.y\"",
-                              "m5.large,", "--", "_"])
+                              "m5.large,", "--", "_", "x.Y", "a.5", "end.", "\u00ff.\u00ff", "3.x", "(a.b)",
+                              "done.Next"])
 
 
 def _identifiers_reference(text: str) -> frozenset[str]:
@@ -262,9 +294,87 @@ def test_identifiers_from_the_word_tables_are_the_words_own(parts: list[tuple[st
     assert guards._identifiers(TextFeatures(text)) == expected
 
 
+def test_a_text_without_code_marks_has_no_bare_code() -> None:
+    # The pre-check (helper guards7): no "-", "_/=@:" nor a dot before an ASCII letter, no
+    # bare code word; each is enough to look at the words.
+    _clear_tables()
+    for text in ("Deploy the worker. Then restart it, twice!", "Version 3.11 ships (a.5).", "\u00ff.\u00ff end."):
+        assert not guards._may_hold_code(text) and guards._identifiers(TextFeatures(text)) == frozenset()
+    for text, code in (("use -x", "-x"), ("set a_b", "a_b"), ("see a/b", "a/b"), ("k=v", "k=v"),
+                       ("me@host", "me@host"), ("lock:db", "lock:db"), ("open App.Yaml now", "app.yaml")):
+        assert guards._may_hold_code(text) and guards._identifiers(TextFeatures(text)) == frozenset({code})
+    assert guards._identifiers(TextFeatures("run `make test` now.")) == frozenset({"make", "test"})
+
+
+def test_a_digit_is_any_of_the_ten_ascii_digits() -> None:
+    assert not guards._has_digit("no digits here \u0663 \u00b2")  # Arabic-Indic three, superscript two
+    assert all(guards._has_digit(f"port {d}") for d in "0123456789")
+    assert guards._numbers(TextFeatures("port 8080 and 1,000")) == frozenset({"8080", "1000"})
+    assert guards._numbers(TextFeatures("port \u0663")) == frozenset()
+
+
 def test_known_words_are_those_with_senses() -> None:
     from memcli.consolidate import lexicon
 
     words = set(lexicon._index())
     words |= {w + "s" for w in words} | {w[:-1] for w in words if len(w) > 1} | {"ss", "bus", "xyzs", "s"}
     assert lexicon.known_words(frozenset(words)) == frozenset(w for w in words if lexicon.senses(w))
+
+
+# --------------------------------------------------------------------------------------------
+# helper guards7: a word token's Reading made without the caches, and the sentence split
+
+
+_READING_TOKENS = ["deploy", "isn't", "don\u2019t", "e.g.", "x.y", "abc5", "a", "the", "an", "A", "The", "Deploy",
+                   "U.S.", "GitHub", "al-qaida", "al-Qaida", "COVID-19", "ΑΒΓ", "über", "Über", "ǅx", "mr", "Mr",
+                   "5,000", "3.11", "²ab's", "CI", "I", "x", "it's", "St", "NASA's", "e-mail", "and", "also", "Straße", "ΣΑΣ",
+                   "İstanbul", "McDonald", "iPhone"]
+
+
+@pytest.mark.parametrize("token", _READING_TOKENS)
+def test_a_reading_made_directly_is_the_parts_reading(token: str) -> None:
+    form = textfeatures.canon(token)
+    if token[0].isalnum():  # a word token: its canonical form as canon() gives it
+        assert textfeatures._token_info(token)[4] == form
+    assert textfeatures._has_inner_capital(token) is (
+        any(ch.isupper() for ch in token[1:]) and any(ch.islower() for ch in token))
+    for at_start in (True, False):
+        expected = textfeatures._parts_reading(textfeatures._token_parts(token, at_start)[1], at_start)
+        assert textfeatures._reading(token, form, at_start) == expected
+
+
+def test_a_lower_case_word_takes_the_short_way() -> None:
+    # No capital and no dot: neither a name, an acronym nor capitalised, in either state.
+    for at_start in (True, False):
+        sequence, names, content, own_names, acronyms, capitals, vocabulary = textfeatures._reading(
+            "deploys", "deploys", at_start)
+        assert (sequence, names, content, own_names, acronyms, capitals, vocabulary) == (
+            ("deploys",), (False,), ("deploys",), (), (), (), ("deploys",))
+    assert textfeatures._reading("the", "the", False)[0] == ()  # an article is not aligned
+    assert textfeatures._reading("A", "a", False)[0] == ("a",)  # "service A"
+    assert textfeatures._reading("A", "a", True)[0] == ()  # an article opening a sentence
+
+
+_OLD_SENTENCE_SPLIT = re.compile(r"[.!?;:\n]+(?:\s+|$)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab .!?;:\n\t\u00a0,")), max_size=40))
+def test_the_sentence_split_is_the_old_patterns(text: str) -> None:
+    assert guards._SENTENCE_SPLIT_RE.split(text) == _OLD_SENTENCE_SPLIT.split(text)
+
+
+def test_stems_from_the_word_table_are_the_words_first_letters(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Stems read through the shared word table (helper guards7), cold, warm and emptied when
+    # full, are the first STEM_LETTERS letters of each word.
+    texts = ["Deploy the deployment, then deploys", "a an the of it", "Über ünder x y", ""]
+    for full in (False, True):
+        if full:
+            monkeypatch.setattr(textfeatures, "_WORD_STEMS_MAX", 3)
+        textfeatures.WORD_STEMS.clear()
+        for _ in range(2):
+            for text in texts:
+                features = TextFeatures(text)
+                assert features.stems == frozenset(w[:textfeatures.STEM_LETTERS] for w in features.word_set)
+                stems = textfeatures.word_stems(features.word_set)
+                assert all(stems[w] == w[:4] for w in features.word_set)
