@@ -6,18 +6,23 @@ pairs whose MinHash signatures agree on all rows of at least one band (locality-
 hashing).
 
 What is hashed mirrors the default scorer. ``token_sort_ratio`` compares the texts' tokens
-sorted and joined by spaces, character by character; so a text's shingles are the character
-5-grams of that sorted-token string. Two texts above the merge threshold share most of those
-n-grams, two unrelated texts few.
+sorted and joined by spaces, character by character, so a text's shingles are the character
+5-grams of its tokens, each padded with a space on both sides (a token of one or two
+characters is a shingle of its own): the same set whatever the order of the tokens, so a text
+is hashed as it is, without sorting its tokens (see :func:`_bin_minima`). Two texts above the
+merge threshold share most of those n-grams, two unrelated texts few.
 
 On planted near-duplicates of memory-like texts (20-400 words; reworded, words changed,
-inserted or deleted, sentences reordered; see ``tests/test_candidates.py``), 48 bands of 4
-rows found 99.9% of the pairs the exact rule (token_sort_ratio > 0.80) finds, with about
-0.5% of all pairs as candidates. Fewer permutations cost recall or many more candidates:
-at 64, 21 bands of 3 rows find 99.8% but propose 2.4 times as many pairs, 16 bands of 4
-rows drop to about 97%. Pairs below the threshold are found less and less (similarity
-0.70-0.80: about two thirds; 0.60-0.70: about 5%), so banding tuned for 0.80 is no way to
-list a wider band such as the LLM's discovery band.
+inserted or deleted, sentences reordered; see ``tests/consolidate/test_candidates.py``), 48
+bands of 4 rows found every pair the exact rule (token_sort_ratio > 0.80) finds (2,000 texts,
+two seeds: 918 and 997 pairs; 3,000 texts: 1,592 pairs), with 0.7-0.9% of all pairs as
+candidates; the true pairs' signatures agree on at least half their values. Pairs below the
+threshold are found less and less (similarity 0.75-0.80: all 57 of them; 0.70-0.80: 78%;
+0.60-0.70: about 6%), so banding tuned for 0.80 is no way to list a wider band such as the
+LLM's discovery band. (The shingles of the sorted-token string, this module's signature until
+2026-11-23, found 99.8-99.9% of the pairs above the threshold with 0.7-0.8% of all pairs as
+candidates; with them, fewer permutations cost recall or many more candidates: at 64, 21 bands
+of 3 rows found 99.8% but proposed 2.4 times as many pairs, 16 bands of 4 rows about 97%.)
 
 Everything is deterministic across processes and machines: the hashes are fixed arithmetic
 on the text's code points with fixed seeds (never Python's salted ``hash()``), and a
@@ -38,6 +43,7 @@ __all__ = [
     "DEFAULT_NUM_PERM",
     "DEFAULT_ROWS",
     "SHINGLE_CHARS",
+    "SIGNATURE_KIND",
     "banded_together",
     "candidate_pair_array",
     "candidate_pairs",
@@ -46,7 +52,6 @@ __all__ = [
     "signature",
     "signature_matrix",
     "signatures",
-    "signatures_of_sorted",
     "sorted_tokens",
 ]
 
@@ -57,6 +62,11 @@ DEFAULT_ROWS = 4
 DEFAULT_NUM_PERM = DEFAULT_BANDS * DEFAULT_ROWS
 # Character n-gram length of the shingles.
 SHINGLE_CHARS = 5
+# What a signature is (one-permutation hashing of the 5-grams within tokens, see _bin_minima):
+# part of the pair cache's parameters, so that a change of the signature invalidates it. The
+# signature cache (memcli.store.index, `_minhash.bin`) has its own version in its header,
+# bumped with this: signatures of two kinds mixed in one run would lose pairs silently.
+SIGNATURE_KIND = "oph5tok"
 
 _U64 = np.uint64
 # Multiplier of the rolling n-gram hash (an odd 64-bit constant).
@@ -95,7 +105,8 @@ def sorted_tokens(norm_text: str) -> str:
 
 
 def signature(norm_text: str, *, num_perm: int = DEFAULT_NUM_PERM) -> bytes:
-    """MinHash signature of an already-normalised text (``default_process`` output).
+    """MinHash signature of an already-normalised text (``default_process`` output: tokens
+    parted by spaces; the text's tokens in any order, and any runs of spaces, sign alike).
 
     ``num_perm`` little-endian 16-bit values (384 bytes by default). It depends on the text
     alone, so it can be cached under the text's content hash.
@@ -113,13 +124,6 @@ def signatures(norm_texts: Iterable[str], *, num_perm: int = DEFAULT_NUM_PERM) -
     instead of ``num_perm``. Texts are done in chunks so that memory stays flat whatever their
     number.
     """
-    return signatures_of_sorted(map(sorted_tokens, norm_texts), num_perm=num_perm)
-
-
-def signatures_of_sorted(token_strings: Iterable[str], *, num_perm: int = DEFAULT_NUM_PERM) -> list[bytes]:
-    """:func:`signatures` of texts given as their :func:`sorted_tokens` strings, for a caller
-    that has them already (the scorer compares the same strings): sorting a text's tokens
-    costs more than hashing its shingles."""
     if num_perm < 1:
         raise ValueError("num_perm must be at least 1")
     out: list[bytes] = []
@@ -127,9 +131,9 @@ def signatures_of_sorted(token_strings: Iterable[str], *, num_perm: int = DEFAUL
     rows = 0
     chunk: list[str] = []
     size = 0
-    for tokens in token_strings:
-        chunk.append(tokens)
-        size += len(tokens)
+    for text in norm_texts:
+        chunk.append(text)
+        size += len(text)
         if size >= _CHARS_PER_CHUNK or len(chunk) == _TEXTS_PER_CHUNK:
             minima.append(_bin_minima(chunk, num_perm))
             rows += len(chunk)
@@ -150,56 +154,75 @@ def _signature_bytes(minima: list[npt.NDArray[np.uint64]]) -> list[bytes]:
     return [row.tobytes() for row in values.astype(_SIG_DTYPE)]
 
 
-# The rolling hash's multiplier squared (mod 2**64): a 5-gram's hash is made from two 2-gram
-# hashes and one more character (see _bin_minima).
+# The rolling hash's multiplier squared (mod 2**64): a 4-gram's hash is made from two 2-gram
+# hashes (see _bin_minima).
 _NGRAM_BASE_2 = _U64((int(_NGRAM_BASE) ** 2) % (1 << 64))
+_SPACE = 0x20
 
 
 def _bin_minima(texts: list[str], bins: int) -> npt.NDArray[np.uint64]:
-    """(len(texts), bins) smallest quotient of each bin (``_MAX64``: empty) for sorted-token
-    strings: every character n-gram of a text is hashed (a polynomial in its code points, then
-    SplitMix64), falls into bin ``hash % bins`` and offers ``hash // bins``. A text shorter
-    than n is one shingle, padded with NULs; an empty text has none.
+    """(len(texts), bins) smallest quotient of each bin (``_MAX64``: empty) for normalised
+    texts: every shingle of a text (:data:`SHINGLE_CHARS`) is hashed (a polynomial in its code
+    points, then SplitMix64), falls into bin ``hash % bins`` and offers ``hash // bins``.
 
-    Every step is one pass of a numpy operation over the chunk, in place where it can be
-    (each temporary would be written and read once more)."""
+    The shingles are the 5-grams of each token padded with a space on both sides (" word "
+    gives " word" and "word "), and a token of one or two characters is one shingle of its own
+    (" a ", " ab "). No shingle crosses from one token into another, so a text's shingles are
+    the same set whatever the order of its tokens and however many spaces part them: the
+    sorted tokens ``token_sort_ratio`` compares give the same signature as the text itself,
+    which is hashed as it is (sorting a long text's tokens cost more than hashing it).
+
+    The texts are joined by spaces: a 5-gram whose three inner characters hold no space lies
+    within one token of one text, the others are dropped. Every step is one pass of a numpy
+    operation over the chunk, in place where it can be (each temporary would be written and
+    read once more)."""
     n = SHINGLE_CHARS
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    joined = "".join(t if len(t) >= n or not t else t.ljust(n, "\0") for t in texts)
-    lengths[(lengths > 0) & (lengths < n)] = n
-    # One more row at the end: the shingles that start in one text and end in the next go there.
-    minima = np.full((len(texts) + 1) * bins, _MAX64, dtype=_U64)
-    points = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
-    count = len(points) - n + 1
-    if count <= 0:
-        return minima[: len(texts) * bins].reshape(len(texts), bins)
     if n != 5:  # (the two-step rolling below is written for 5-grams)
         raise AssertionError("SHINGLE_CHARS is 5")
-    hashes, scratch = np.empty(count + 3, dtype=_U64), np.empty(count + 3, dtype=_U64)
+    # (a space before the first text and enough after the last for every window to exist)
+    joined = " " + " ".join(texts) + "    "
+    points = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
+    count = len(points) - n + 1  # windows: 5 characters from position p
+    space = points == _SPACE
+    # tokens: windows whose 3 inner characters are in a token; short: a token of 1 or 2
+    # characters starts at p + 1 (its padded form ends at p + 2 or p + 3)
+    inner = space[1 : count + 1] | space[2 : count + 2]
+    ends_soon = inner | space[3 : count + 3]
+    short = space[:count] & ~space[1 : count + 1] & ends_soon
+    long_at = np.flatnonzero(~ends_soon)
+    short_at = np.flatnonzero(short)
+    minima = np.full(len(texts) * bins, _MAX64, dtype=_U64)
+    at = np.concatenate([long_at, short_at])
+    if not len(at):
+        return minima.reshape(len(texts), bins)
     with np.errstate(over="ignore"):  # the arithmetic is meant to wrap mod 2**64
-        # p0 B^4 + p1 B^3 + p2 B^2 + p3 B + p4, the same polynomial as rolling one character at
-        # a time (wrapping arithmetic is a ring), in six passes instead of eight:
-        np.multiply(points[:-1], _NGRAM_BASE, out=hashes)  # 2-grams: p0 B + p1
-        hashes += points[1:]
-        np.multiply(hashes[: count + 1], _NGRAM_BASE_2, out=scratch[: count + 1])
-        scratch[: count + 1] += hashes[2:]  # 4-grams: (p0 B + p1) B^2 + p2 B + p3
-        hashes, scratch = scratch[:count], hashes[:count]
-        hashes *= _NGRAM_BASE
-        hashes += points[n - 1 :]
+        # 2-grams p0 B + p1 everywhere, 4-grams (p0 B + p1) B^2 + p2 B + p3 at the windows
+        # kept, then a token's 5-gram B * 4-gram + p4, and a short token's padded form its
+        # 4-gram less the character after it when it has one character (" a " + "\0")
+        pairs = points[:-1] * _NGRAM_BASE
+        pairs += points[1:]
+        hashes = pairs[at] * _NGRAM_BASE_2
+        hashes += pairs[at + 2]
+        kept = len(long_at)
+        hashes[:kept] *= _NGRAM_BASE
+        hashes[:kept] += points[long_at + 4]
+        one = short_at[space[short_at + 2]]
+        hashes[kept:][space[short_at + 2]] -= points[one + 3]
+        scratch = np.empty_like(hashes)
         _mix_into(hashes, scratch)
         quotient = hashes // _U64(bins)
-        # the text each shingle belongs to; one that runs into the next text goes to the last row
-        owner = np.repeat(np.arange(len(texts), dtype=_U64), lengths)[:count]
-        across = (np.cumsum(lengths)[:, None] - np.arange(1, n, dtype=np.int64)[None, :]).ravel()
-        owner[across[(across >= 0) & (across < count)]] = len(texts)
-        # slot = owner * bins + hash % bins = hash - (quotient - owner) * bins: a multiply and
-        # two subtractions (hash % bins would be a real division a shingle; hash // bins is a
+        # the first slot of the row of the text each window belongs to (that of its character
+        # p + 1: a text and the space after it)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+        row = np.repeat(np.arange(0, len(texts) * bins, bins, dtype=_U64), lengths)
+        # slot = row + hash % bins = hash - quotient * bins + row: a multiply, a subtraction
+        # and an addition (hash % bins would be a real division a shingle; hash // bins is a
         # multiply and shift, numpy divides by a constant that way)
-        np.subtract(quotient, owner, out=scratch)
-        scratch *= _U64(bins)
+        np.multiply(quotient, _U64(bins), out=scratch)
         hashes -= scratch
+        hashes += row[at]
         np.minimum.at(minima, hashes, quotient)
-    return minima[: len(texts) * bins].reshape(len(texts), bins)
+    return minima.reshape(len(texts), bins)
 
 
 def _mix_into(z: npt.NDArray[np.uint64], scratch: npt.NDArray[np.uint64]) -> None:
