@@ -15,14 +15,15 @@ merge threshold share most of those n-grams, two unrelated texts few.
 On planted near-duplicates of memory-like texts (20-400 words; reworded, words changed,
 inserted or deleted, sentences reordered; see ``tests/consolidate/test_candidates.py``), 48
 bands of 4 rows found every pair the exact rule (token_sort_ratio > 0.80) finds (2,000 texts,
-two seeds: 918 and 997 pairs; 3,000 texts: 1,592 pairs), with 0.7-0.9% of all pairs as
+two seeds: 918 and 997 pairs; 3,000 texts: 1,592 pairs), with 0.8-1.0% of all pairs as
 candidates; the true pairs' signatures agree on at least half their values. Pairs below the
 threshold are found less and less (similarity 0.75-0.80: all 57 of them; 0.70-0.80: 78%;
-0.60-0.70: about 6%), so banding tuned for 0.80 is no way to list a wider band such as the
+0.60-0.70: about 7%), so banding tuned for 0.80 is no way to list a wider band such as the
 LLM's discovery band. (The shingles of the sorted-token string, this module's signature until
-2026-11-23, found 99.8-99.9% of the pairs above the threshold with 0.7-0.8% of all pairs as
-candidates; with them, fewer permutations cost recall or many more candidates: at 64, 21 bands
-of 3 rows found 99.8% but proposed 2.4 times as many pairs, 16 bands of 4 rows about 97%.)
+2026-11-23, found 99.8-99.9% of the pairs above the threshold, 73% at 0.70-0.80, with 0.7-0.8%
+of all pairs as candidates; with them, fewer permutations cost recall or many more candidates:
+at 64, 21 bands of 3 rows found 99.8% but proposed 2.4 times as many pairs, 16 bands of 4 rows
+about 97%.)
 
 Everything is deterministic across processes and machines: the hashes are fixed arithmetic
 on the text's code points with fixed seeds (never Python's salted ``hash()``), and a

@@ -400,11 +400,11 @@ def tag_filter(tags: Sequence[Sequence[str]], threshold: float) -> PairFilter | 
 
 # Candidates whose signatures agree on fewer than this share of values are not scored: on
 # planted near-duplicates (tests/consolidate/test_candidates.py, 2,000 texts, two seeds) the
-# true pairs (similarity > 0.80) agree on 0.50 or more, while about 95% of the false
+# true pairs (similarity > 0.80) agree on 0.51 or more, while about 95% of the false
 # candidates agree on less (with the shingles of sorted-token strings before 2026-11-23: 0.43
-# or more, and 97%). Kept at 0.30, it also lets through about 99% of the candidates that score
-# 0.70-0.80, which the second look may still take. Short texts have noisy estimates and are
-# cheap to score, so they are always scored.
+# or more, and 97%). Kept at 0.30, it also lets through every candidate that scores 0.70-0.80
+# (3,000 texts), which the second look may still take. Short texts have noisy estimates and
+# are cheap to score, so they are always scored.
 MIN_AGREEMENT = 0.30
 SHORT_TEXT = 100
 
