@@ -128,11 +128,13 @@ def _may_reach(fn: Any, first: int, second: int, cutoff: float) -> bool:
 
 
 def _scored(fn: Any, ready: _Prepared, pairs: Iterable[tuple[int, int]], cutoff: float,
-            strict: float | None, near_cut: float | None) -> Iterator[tuple[tuple[int, int], float]]:
-    """((i, j), score out of 100) for each pair that scores what the rule keeps."""
+            strict: float | None, near_cut: float | None,
+            reachable: bool = False) -> Iterator[tuple[tuple[int, int], float]]:
+    """((i, j), score out of 100) for each pair that scores what the rule keeps (`reachable`:
+    the pairs are known to pass `_may_reach`)."""
     for i, j in pairs:
         first, second = ready[i], ready[j]
-        if not _may_reach(fn, len(first), len(second), cutoff):
+        if not reachable and not _may_reach(fn, len(first), len(second), cutoff):
             continue
         score = fn(first, second, processor=None, score_cutoff=cutoff)
         if score and _keep(score, cutoff, strict, near_cut):
@@ -252,7 +254,14 @@ def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: floa
     ends = sorted({n for pair in pairs for n in pair})
     size = {n: len(texts[n]) if lengths is None else lengths[n] for n in ends}
     if _scoring_first(fn, cutoff, pairs, ends, size):
-        passed = list(_scored(fn, ready, pairs, cutoff, strict, near_cut))
+        # every text is sorted anyway: their lengths first, then only the pairs they let reach
+        # the cutoff (`_may_reach`, written out: a call a pair costs as much as the test)
+        exact = {n: len(ready[n]) for n in ends}
+        if fn is fuzz.ratio:
+            slack = 100.0 - cutoff + 1e-6
+            pairs = [(i, j) for i, j in pairs
+                     if 100 * abs(exact[i] - exact[j]) <= slack * (exact[i] + exact[j])]
+        passed = list(_scored(fn, ready, pairs, cutoff, strict, near_cut, reachable=True))
         if not passed:
             return {}
         needed = sorted({n for pair, _ in passed for n in pair})
