@@ -382,3 +382,23 @@ def test_a_block_signed_first_sorts_the_tokens_of_the_texts_it_scores_only(group
     else:  # scored first
         assert set(kept.asked) == set(allowed.members())
     assert len(kept.asked) == len(set(kept.asked))  # each once
+
+
+def test_scoring_first_is_chosen_when_scoring_the_pairs_costs_less_than_signing_their_texts() -> None:
+    """The cost estimate behind `_allowed_lazy`'s choice (the pairs found are the same either
+    way): sorting and scoring against signing, from the texts' lengths; a pair whose lengths
+    cannot reach the cutoff costs no scoring."""
+    ratio = fuzz.ratio
+    ends = [0, 1]
+    for length, first in ((100, True), (2000, False)):  # a pair of short texts / of long ones
+        assert similar._scoring_first(ratio, 70.0, [(0, 1)], ends, {0: length, 1: length}) is first
+    many = [(i, j) for i in range(60) for j in range(i + 1, 60)]  # 1,770 pairs of 60 texts
+    sizes = {n: 300 for n in range(60)}
+    assert not similar._scoring_first(ratio, 70.0, many, list(range(60)), sizes)
+    # the same pairs, lengths too far apart to reach the cutoff: nothing to score but the sorting
+    apart = {n: 300 * 4 ** (n % 2) for n in range(60)}
+    odd_even = [(i, j) for i, j in many if (i + j) % 2]
+    assert similar._may_reach(ratio, 300, 1200, 70.0) is False
+    assert similar._scoring_first(ratio, 70.0, odd_even, list(range(60)), apart)
+    # other scorers have no length bound: every pair counts
+    assert not similar._scoring_first(fuzz.partial_ratio, 70.0, odd_even, list(range(60)), apart)
