@@ -396,9 +396,9 @@ def test_scoring_first_is_chosen_when_scoring_the_pairs_costs_less_than_signing_
     sizes = {n: 300 for n in range(60)}
     assert not similar._scoring_first(ratio, 70.0, many, list(range(60)), sizes)
     # the same pairs, lengths too far apart to reach the cutoff: nothing to score but the sorting
-    apart = {n: 300 * 4 ** (n % 2) for n in range(60)}
+    apart = {n: 200 * 3 ** (n % 2) for n in range(60)}
     odd_even = [(i, j) for i, j in many if (i + j) % 2]
-    assert similar._may_reach(ratio, 300, 1200, 70.0) is False
+    assert similar._may_reach(ratio, 200, 600, 70.0) is False
     assert similar._scoring_first(ratio, 70.0, odd_even, list(range(60)), apart)
     # other scorers have no length bound: every pair counts
     assert not similar._scoring_first(fuzz.partial_ratio, 70.0, odd_even, list(range(60)), apart)
