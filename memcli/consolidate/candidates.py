@@ -83,9 +83,12 @@ _EMPTY = (1 << _SIG_BITS) - 1  # the signature value of a text with no shingles
 # characters hashed in 2.4 s, against 1.1 s in chunks of 64k). Memory stays flat whatever the
 # number or length of the texts.
 _CHARS_PER_CHUNK = 65_536
-# ... and the densification runs on the bin minima of up to this many texts at once (its cost
-# is mostly per call: a few dozen numpy calls, whatever the number of rows).
-_TEXTS_PER_CHUNK = 2048
+# ... and the densification runs on the bin minima of up to this many texts at once: its cost
+# is mostly per call (a few dozen numpy calls, whatever the number of rows), but its (rows,
+# bins) temporaries of 8 bytes a value weigh 0.8 MB each at 512 rows, 3 MB at 2,048 (which
+# raised the peak of huge's cold dry run by 7 MB, and was no faster: 24 against 25-26 us a
+# text of 630 characters).
+_TEXTS_PER_CHUNK = 512
 # (a chunk's bins are numbered in 32 bits: texts a chunk times num_perm stays far below 2**32)
 _MAX_PERM = 1 << 16
 
