@@ -6,18 +6,24 @@ pairs whose MinHash signatures agree on all rows of at least one band (locality-
 hashing).
 
 What is hashed mirrors the default scorer. ``token_sort_ratio`` compares the texts' tokens
-sorted and joined by spaces, character by character; so a text's shingles are the character
-5-grams of that sorted-token string. Two texts above the merge threshold share most of those
-n-grams, two unrelated texts few.
+sorted and joined by spaces, character by character, so a text's shingles are the character
+5-grams of its tokens, each padded with a space on both sides (a token of one or two
+characters is a shingle of its own): the same set whatever the order of the tokens, so a text
+is hashed as it is, without sorting its tokens (see :func:`_bin_minima`). Two texts above the
+merge threshold share most of those n-grams, two unrelated texts few.
 
 On planted near-duplicates of memory-like texts (20-400 words; reworded, words changed,
-inserted or deleted, sentences reordered; see ``tests/test_candidates.py``), 48 bands of 4
-rows found 99.9% of the pairs the exact rule (token_sort_ratio > 0.80) finds, with about
-0.5% of all pairs as candidates. Fewer permutations cost recall or many more candidates:
-at 64, 21 bands of 3 rows find 99.8% but propose 2.4 times as many pairs, 16 bands of 4
-rows drop to about 97%. Pairs below the threshold are found less and less (similarity
-0.70-0.80: about two thirds; 0.60-0.70: about 5%), so banding tuned for 0.80 is no way to
-list a wider band such as the LLM's discovery band.
+inserted or deleted, sentences reordered; see ``tests/consolidate/test_candidates.py``), 48
+bands of 4 rows found every pair the exact rule (token_sort_ratio > 0.80) finds (2,000 texts,
+two seeds: 918 and 997 pairs; 3,000 texts: 1,592 pairs), with 0.8-1.0% of all pairs as
+candidates; the true pairs' signatures agree on at least half their values. Pairs below the
+threshold are found less and less (similarity 0.75-0.80: all 57 of them; 0.70-0.80: 78%;
+0.60-0.70: about 7%), so banding tuned for 0.80 is no way to list a wider band such as the
+LLM's discovery band. (The shingles of the sorted-token string, this module's signature until
+2026-11-23, found 99.8-99.9% of the pairs above the threshold, 73% at 0.70-0.80, with 0.7-0.8%
+of all pairs as candidates; with them, fewer permutations cost recall or many more candidates:
+at 64, 21 bands of 3 rows found 99.8% but proposed 2.4 times as many pairs, 16 bands of 4 rows
+about 97%.)
 
 Everything is deterministic across processes and machines: the hashes are fixed arithmetic
 on the text's code points with fixed seeds (never Python's salted ``hash()``), and a
@@ -38,6 +44,7 @@ __all__ = [
     "DEFAULT_NUM_PERM",
     "DEFAULT_ROWS",
     "SHINGLE_CHARS",
+    "SIGNATURE_KIND",
     "banded_together",
     "candidate_pair_array",
     "candidate_pairs",
@@ -46,7 +53,6 @@ __all__ = [
     "signature",
     "signature_matrix",
     "signatures",
-    "signatures_of_sorted",
     "sorted_tokens",
 ]
 
@@ -57,10 +63,13 @@ DEFAULT_ROWS = 4
 DEFAULT_NUM_PERM = DEFAULT_BANDS * DEFAULT_ROWS
 # Character n-gram length of the shingles.
 SHINGLE_CHARS = 5
+# What a signature is (one-permutation hashing of the 5-grams within tokens, see _bin_minima):
+# part of the pair cache's parameters, so that a change of the signature invalidates it. The
+# signature cache (memcli.store.index, `_minhash.bin`) has its own version in its header,
+# bumped with this: signatures of two kinds mixed in one run would lose pairs silently.
+SIGNATURE_KIND = "oph5tok"
 
 _U64 = np.uint64
-# Multiplier of the rolling n-gram hash (an odd 64-bit constant).
-_NGRAM_BASE = _U64(0x100000001B3)
 _SEED = 0x6D656D636C69  # "memcli": the fixed seed of the permutations
 # A signature value keeps 16 bits of each minimum: two different minima agree by chance with
 # probability 2**-16 per row, 2**-64 for a whole 4-row band, which adds no noticeable candidates.
@@ -68,15 +77,20 @@ _SIG_DTYPE = np.dtype("<u2")
 _SIG_BITS = 16
 _EMPTY = (1 << _SIG_BITS) - 1  # the signature value of a text with no shingles
 # Texts are hashed a chunk of about _CHARS_PER_CHUNK characters at a time: every step of the
-# hashing is a pass over arrays of one value a character, and arrays of 64k values (512 KB)
-# stay in the CPU's cache between passes, where chunks of a million characters did not (the
-# passes then ran at memory speed: 20,000 texts of 2,300 characters hashed in 2.4 s, against
-# 1.1 s in chunks of 64k). Memory stays flat whatever the number or length of the texts.
+# hashing is a pass over arrays of one value a character, and arrays of 64k values stay in the
+# CPU's cache between passes, where chunks of a million characters did not (the passes then
+# ran at memory speed: with 64-bit hashes of sorted-token strings, 20,000 texts of 2,300
+# characters hashed in 2.4 s, against 1.1 s in chunks of 64k). Memory stays flat whatever the
+# number or length of the texts.
 _CHARS_PER_CHUNK = 65_536
-# ... and the densification runs on the bin minima of up to this many texts at once (its cost
-# is mostly per call: a few dozen numpy calls, whatever the number of rows).
-_TEXTS_PER_CHUNK = 2048
-_MAX64 = _U64(np.iinfo(np.uint64).max)
+# ... and the densification runs on the bin minima of up to this many texts at once: its cost
+# is mostly per call (a few dozen numpy calls, whatever the number of rows), but its (rows,
+# bins) temporaries of 8 bytes a value weigh 0.8 MB each at 512 rows, 3 MB at 2,048 (which
+# raised the peak of huge's cold dry run by 7 MB, and was no faster: 24 against 25-26 us a
+# text of 630 characters).
+_TEXTS_PER_CHUNK = 512
+# (a chunk's bins are numbered in 32 bits: texts a chunk times num_perm stays far below 2**32)
+_MAX_PERM = 1 << 16
 
 
 def _splitmix64(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -95,7 +109,8 @@ def sorted_tokens(norm_text: str) -> str:
 
 
 def signature(norm_text: str, *, num_perm: int = DEFAULT_NUM_PERM) -> bytes:
-    """MinHash signature of an already-normalised text (``default_process`` output).
+    """MinHash signature of an already-normalised text (``default_process`` output: tokens
+    parted by spaces; the text's tokens in any order, and any runs of spaces, sign alike).
 
     ``num_perm`` little-endian 16-bit values (384 bytes by default). It depends on the text
     alone, so it can be cached under the text's content hash.
@@ -113,23 +128,16 @@ def signatures(norm_texts: Iterable[str], *, num_perm: int = DEFAULT_NUM_PERM) -
     instead of ``num_perm``. Texts are done in chunks so that memory stays flat whatever their
     number.
     """
-    return signatures_of_sorted(map(sorted_tokens, norm_texts), num_perm=num_perm)
-
-
-def signatures_of_sorted(token_strings: Iterable[str], *, num_perm: int = DEFAULT_NUM_PERM) -> list[bytes]:
-    """:func:`signatures` of texts given as their :func:`sorted_tokens` strings, for a caller
-    that has them already (the scorer compares the same strings): sorting a text's tokens
-    costs more than hashing its shingles."""
-    if num_perm < 1:
-        raise ValueError("num_perm must be at least 1")
+    if not 1 <= num_perm <= _MAX_PERM:
+        raise ValueError(f"num_perm must be 1 to {_MAX_PERM}")
     out: list[bytes] = []
-    minima: list[npt.NDArray[np.uint64]] = []  # bin minima of the texts hashed, not yet densified
+    minima: list[npt.NDArray[np.uint32]] = []  # bin minima of the texts hashed, not yet densified
     rows = 0
     chunk: list[str] = []
     size = 0
-    for tokens in token_strings:
-        chunk.append(tokens)
-        size += len(tokens)
+    for text in norm_texts:
+        chunk.append(text)
+        size += len(text)
         if size >= _CHARS_PER_CHUNK or len(chunk) == _TEXTS_PER_CHUNK:
             minima.append(_bin_minima(chunk, num_perm))
             rows += len(chunk)
@@ -144,78 +152,109 @@ def signatures_of_sorted(token_strings: Iterable[str], *, num_perm: int = DEFAUL
     return out
 
 
-def _signature_bytes(minima: list[npt.NDArray[np.uint64]]) -> list[bytes]:
+def _signature_bytes(minima: list[npt.NDArray[np.uint32]]) -> list[bytes]:
     """The signatures of texts whose bin minima are these (row blocks, in order)."""
     values = _densify(minima[0] if len(minima) == 1 else np.concatenate(minima))
     return [row.tobytes() for row in values.astype(_SIG_DTYPE)]
 
 
-# The rolling hash's multiplier squared (mod 2**64): a 5-gram's hash is made from two 2-gram
-# hashes and one more character (see _bin_minima).
-_NGRAM_BASE_2 = _U64((int(_NGRAM_BASE) ** 2) % (1 << 64))
+_U32 = np.uint32
+# The shingles are hashed in 32 bits (a third faster than in 64: every pass moves half the
+# bytes): distinct shingles of one block collide about once in 2**32 pairs, and a signature
+# keeps 16 bits of a bin's minimum anyway. The rolling hash's multiplier is the 32-bit FNV
+# prime; its square (mod 2**32) makes a 4-gram's hash from two 2-gram hashes.
+_NGRAM_BASE = _U32(0x01000193)
+_NGRAM_BASE_2 = _U32((int(_NGRAM_BASE) ** 2) % (1 << 32))
+_MAX32 = _U32(np.iinfo(np.uint32).max)
+_SPACE = 0x20
 
 
-def _bin_minima(texts: list[str], bins: int) -> npt.NDArray[np.uint64]:
-    """(len(texts), bins) smallest quotient of each bin (``_MAX64``: empty) for sorted-token
-    strings: every character n-gram of a text is hashed (a polynomial in its code points, then
-    SplitMix64), falls into bin ``hash % bins`` and offers ``hash // bins``. A text shorter
-    than n is one shingle, padded with NULs; an empty text has none.
+def _bin_minima(texts: list[str], bins: int) -> npt.NDArray[np.uint32]:
+    """(len(texts), bins) smallest quotient of each bin (``_MAX32``: empty) for normalised
+    texts: every shingle of a text (:data:`SHINGLE_CHARS`) is hashed (a polynomial in its code
+    points, then the MurmurHash3 finaliser, mod 2**32), falls into bin ``hash % bins`` and
+    offers ``hash // bins``.
 
-    Every step is one pass of a numpy operation over the chunk, in place where it can be
-    (each temporary would be written and read once more)."""
+    The shingles are the 5-grams of each token padded with a space on both sides (" word "
+    gives " word" and "word "), and a token of one or two characters is one shingle of its own
+    (" a ", " ab "). No shingle crosses from one token into another, so a text's shingles are
+    the same set whatever the order of its tokens and however many spaces part them: the
+    sorted tokens ``token_sort_ratio`` compares give the same signature as the text itself,
+    which is hashed as it is (sorting a long text's tokens costs more than hashing it).
+
+    The texts are joined by spaces: a 5-gram whose three inner characters hold no space lies
+    within one token of one text, the others are dropped. Every step is one pass of a numpy
+    operation over the chunk, in place where it can be (each temporary would be written and
+    read once more)."""
     n = SHINGLE_CHARS
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    joined = "".join(t if len(t) >= n or not t else t.ljust(n, "\0") for t in texts)
-    lengths[(lengths > 0) & (lengths < n)] = n
-    # One more row at the end: the shingles that start in one text and end in the next go there.
-    minima = np.full((len(texts) + 1) * bins, _MAX64, dtype=_U64)
-    points = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
-    count = len(points) - n + 1
-    if count <= 0:
-        return minima[: len(texts) * bins].reshape(len(texts), bins)
     if n != 5:  # (the two-step rolling below is written for 5-grams)
         raise AssertionError("SHINGLE_CHARS is 5")
-    hashes, scratch = np.empty(count + 3, dtype=_U64), np.empty(count + 3, dtype=_U64)
-    with np.errstate(over="ignore"):  # the arithmetic is meant to wrap mod 2**64
-        # p0 B^4 + p1 B^3 + p2 B^2 + p3 B + p4, the same polynomial as rolling one character at
-        # a time (wrapping arithmetic is a ring), in six passes instead of eight:
-        np.multiply(points[:-1], _NGRAM_BASE, out=hashes)  # 2-grams: p0 B + p1
+    # (a space before the first text and enough after the last for every window to exist)
+    joined = " " + " ".join(texts) + "    "
+    points = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
+    count = len(points) - n + 1  # windows: 5 characters from position p
+    space = points == _SPACE
+    # a window is kept when its 3 inner characters are in a token, or when a token of 1 or 2
+    # characters starts at p + 1 (its padded form ends at p + 2 or p + 3: `short`)
+    ends_soon = space[1 : count + 1] | space[2 : count + 2]
+    ends_soon |= space[3 : count + 3]
+    short = space[:count] & ~space[1 : count + 1]
+    short &= ends_soon
+    keep = ~ends_soon
+    keep |= short
+    minima = np.full(len(texts) * bins, _MAX32, dtype=_U32)
+    with np.errstate(over="ignore"):  # the arithmetic is meant to wrap mod 2**32
+        # p0 B^4 + p1 B^3 + p2 B^2 + p3 B + p4 in six passes: 2-grams p0 B + p1, 4-grams
+        # (p0 B + p1) B^2 + p2 B + p3, 5-grams B * 4-gram + p4
+        hashes, scratch = np.empty(count + 3, dtype=_U32), np.empty(count + 3, dtype=_U32)
+        np.multiply(points[:-1], _NGRAM_BASE, out=hashes)
         hashes += points[1:]
         np.multiply(hashes[: count + 1], _NGRAM_BASE_2, out=scratch[: count + 1])
-        scratch[: count + 1] += hashes[2:]  # 4-grams: (p0 B + p1) B^2 + p2 B + p3
-        hashes, scratch = scratch[:count], hashes[:count]
-        hashes *= _NGRAM_BASE
+        scratch[: count + 1] += hashes[2:]
+        fours, hashes = scratch[:count], hashes[:count]
+        # a short token's shingle is its padded form's 4-gram, the character after the padding
+        # taken out for a token of one character (" a " and a NUL)
+        short_at = np.flatnonzero(short)
+        one = space[short_at + 2]
+        padded = fours[short_at] - np.where(one, points[short_at + 3], 0).astype(_U32)
+        np.multiply(fours, _NGRAM_BASE, out=hashes)
         hashes += points[n - 1 :]
-        _mix_into(hashes, scratch)
-        quotient = hashes // _U64(bins)
-        # the text each shingle belongs to; one that runs into the next text goes to the last row
-        owner = np.repeat(np.arange(len(texts), dtype=_U64), lengths)[:count]
-        across = (np.cumsum(lengths)[:, None] - np.arange(1, n, dtype=np.int64)[None, :]).ravel()
-        owner[across[(across >= 0) & (across < count)]] = len(texts)
-        # slot = owner * bins + hash % bins = hash - (quotient - owner) * bins: a multiply and
-        # two subtractions (hash % bins would be a real division a shingle; hash // bins is a
+        hashes[short_at] = padded
+        hashes = hashes[keep]
+        # the first slot of the row of each kept window's text: a text's windows are those
+        # from the space before it to its last character (that of their character p + 1)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+        starts = np.cumsum(lengths) - lengths
+        per_text = np.add.reduceat(keep, starts, dtype=np.int64)
+        row = np.repeat(np.arange(0, len(texts) * bins, bins, dtype=_U32), per_text)
+        scratch = np.empty_like(hashes)
+        _mix32_into(hashes, scratch)
+        quotient = hashes // _U32(bins)
+        # slot = row + hash % bins = hash - quotient * bins + row: a multiply, a subtraction
+        # and an addition (hash % bins would be a real division a shingle; hash // bins is a
         # multiply and shift, numpy divides by a constant that way)
-        np.subtract(quotient, owner, out=scratch)
-        scratch *= _U64(bins)
+        np.multiply(quotient, _U32(bins), out=scratch)
         hashes -= scratch
+        hashes += row
         np.minimum.at(minima, hashes, quotient)
-    return minima[: len(texts) * bins].reshape(len(texts), bins)
+    return minima.reshape(len(texts), bins)
 
 
-def _mix_into(z: npt.NDArray[np.uint64], scratch: npt.NDArray[np.uint64]) -> None:
-    """`_splitmix64` of `z` in place (`scratch`: a work array of the same size)."""
+def _mix32_into(z: npt.NDArray[np.uint32], scratch: npt.NDArray[np.uint32]) -> None:
+    """MurmurHash3's 32-bit finaliser of `z` in place (a fixed bijective mixer; `scratch`: a
+    work array of the same size)."""
     with np.errstate(over="ignore"):
-        np.right_shift(z, _U64(30), out=scratch)
+        np.right_shift(z, _U32(16), out=scratch)
         z ^= scratch
-        z *= _U64(0xBF58476D1CE4E5B9)
-        np.right_shift(z, _U64(27), out=scratch)
+        z *= _U32(0x85EBCA6B)
+        np.right_shift(z, _U32(13), out=scratch)
         z ^= scratch
-        z *= _U64(0x94D049BB133111EB)
-        np.right_shift(z, _U64(31), out=scratch)
+        z *= _U32(0xC2B2AE35)
+        np.right_shift(z, _U32(16), out=scratch)
         z ^= scratch
 
 
-def _densify(minima: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
+def _densify(minima: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint16]:
     """Fill each empty bin from a non-empty one, then keep 16 mixed bits of each value.
 
     "Optimal densification": empty bin j probes bins in its own fixed pseudo-random order and
@@ -224,7 +263,7 @@ def _densify(minima: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
     from the next bin on the right would make whole LSH bands copies of one value).
     """
     rows, bins = minima.shape
-    filled = minima != _MAX64
+    filled = minima != _MAX32
     source = np.broadcast_to(np.arange(bins), (rows, bins)).copy()
     # Only the empty bins probe, each until it finds a non-empty one: a chunk of texts has a
     # few empty bins in most rows, and probing whole (rows, bins) arrays once per attempt cost
@@ -242,7 +281,7 @@ def _densify(minima: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
     # Rarely every probe is empty (a text of a few shingles): fall back to any non-empty bin.
     found[waiting] = filled[at_row[waiting]].argmax(axis=1)
     source[at_row, at_bin] = found
-    values = np.take_along_axis(minima, source, axis=1)
+    values = np.take_along_axis(minima, source, axis=1).astype(_U64)
     salt = np.where(filled, _U64(0), np.arange(bins, dtype=_U64) + _U64(1))
     with np.errstate(over="ignore"):
         mixed = _splitmix64(values ^ (salt * _U64(0x9E3779B97F4A7C15))) & _U64(_EMPTY)

@@ -14,7 +14,6 @@ from memcli.consolidate.similar import (
     PairFilter,
     Subset,
     similar_pairs,
-    sorted_text,
     tag_filter,
 )
 from memcli.store import index
@@ -41,9 +40,10 @@ class BlockTexts(Sequence[str]):
         return (self[n] for n in range(len(self.block)))
 
     def sorted_at(self, n: int) -> str:
-        """Text ``n``'s tokens sorted (:func:`candidates.sorted_tokens`), made once: both its
-        signature and the scorer (``token_sort_ratio``) need them, and sorting a long text's
-        tokens costs more than hashing its signature."""
+        """Text ``n``'s tokens sorted (:func:`candidates.sorted_tokens`), made once, for the
+        scorer (``token_sort_ratio``): only a text whose pairs are scored needs them (its
+        signature hashes the text as it is), and sorting a long text's tokens costs more than
+        hashing its signature."""
         found = self.sorted_made.get(n)
         if found is None:
             from memcli.consolidate.candidates import sorted_tokens
@@ -175,7 +175,7 @@ class PairSearch(FolderLoading):
         return (f"{self.cfg.scorer}|>{self.cfg.content_similarity}|floor={floor}|near={self._near()}"
                 f"|tags>{self.cfg.tag_overlap}"
                 f"|lsh={candidates.DEFAULT_BANDS}x{candidates.DEFAULT_ROWS}|agree={similar.MIN_AGREEMENT}"
-                f"|short={similar.SHORT_TEXT}|sig=oph5")
+                f"|short={similar.SHORT_TEXT}|sig={candidates.SIGNATURE_KIND}")
 
     def _sigs(self, block: list[Live], texts: Sequence[str]) -> list[bytes]:
         """The block's signatures: cached by content hash, the missing ones computed in bulk
@@ -187,7 +187,7 @@ class PairSearch(FolderLoading):
             if item.sig is None:
                 item.sig = cache.get(item.mem.content_hash)
         missing = [n for n, item in enumerate(block) if item.sig is None]
-        made = candidates.signatures_of_sorted([sorted_text(texts, n) for n in missing])
+        made = candidates.signatures([texts[n] for n in missing])
         for n, sig in zip(missing, made, strict=True):
             block[n].sig = cache[block[n].mem.content_hash] = sig
         return [item.sig or b"" for item in block]

@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 # Above this many texts in one block, candidates come from LSH: all-pairs scoring costs about
-# 5 us a pair on memory-sized texts (prepared once), a signature about 100 us a text, so for a
-# block of 40 (20 pairs a text) the two cost about the same.
+# 5 us a pair on memory-sized texts (prepared once), a signature cost about 100 us a text when
+# this was set, so for a block of 40 (20 pairs a text) the two cost about the same. (Signing
+# now costs about 30 us a memory-sized text, its tokens unsorted, see `_SIGN_US`; the bound is
+# left where it was: all pairs is exact, LSH finds nearly every pair.)
 ALL_PAIRS_MAX = 40
 
 
@@ -87,8 +89,8 @@ def _same(text: str) -> str:
 
 def sorted_text(texts: Sequence[str], n: int) -> str:
     """Text ``n``'s sorted-token string (:func:`candidates.sorted_tokens`): the texts' own when
-    they keep them (``sorted_at``, as a block's texts do: the signatures and the scorer then
-    sort each text once between them), else made now."""
+    they keep them (``sorted_at``, as a block's texts do: the scorer then sorts each text once
+    whatever the pairs it is in), else made now."""
     keeps = getattr(texts, "sorted_at", None)
     if keeps is not None:
         return str(keeps(n))
@@ -212,15 +214,18 @@ def _allowed_candidates(texts: Sequence[str], scorer: str, cutoff: float, strict
     return out
 
 
-# What finding a large block's pairs costs (CPU, memory-like texts, their tokens sorted once
-# whichever way: both the scorer and the signatures need them, see `sorted_text`), measured on
-# the texts of bench/run.py's stores, 200 at a time: hashing a signature about 20 us plus
-# 0.013 us a character (48 us for 2,300 characters; more for texts of a few words, whose empty
-# bins are filled from others); scoring a pair about 1 us plus 3.5e-5 us per product of the
-# two lengths (rapidfuzz's bit-parallel LCS: 8 us for two texts of 400 characters, 176 us for
-# two of 2,200).
+# What finding a large block's pairs costs (CPU, memory-like texts), measured on the texts of
+# bench/run.py's stores, 1,200-3,000 at a time: hashing a signature about 20 us plus 0.005 us a
+# character (31 us for 2,200 characters, 22 us for 400: most of a short text's cost is filling
+# its empty bins; the signature hashes the text as it is, its tokens unsorted); sorting a
+# text's tokens for the scorer (`prepared`) about 1 us plus 0.034 us a character (76 us for
+# 2,200 characters); scoring a pair of sorted texts about 1 us plus 3.5e-5 us per product of
+# the two lengths (rapidfuzz's bit-parallel LCS: 8 us for two texts of 400 characters, 176 us
+# for two of 2,200).
 _SIGN_US = 20.0
-_SIGN_US_PER_CHAR = 0.013
+_SIGN_US_PER_CHAR = 0.005
+_SORT_US = 1.0
+_SORT_US_PER_CHAR = 0.034
 _PAIR_US = 1.0
 _PAIR_US_PER_CHARS = 3.5e-5
 
@@ -230,37 +235,62 @@ def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: floa
                   lengths: list[int] | None, near_cut: float | None,
                   allowed: PairFilter) -> dict[tuple[int, int], float]:
     """The pairs `_allowed_candidates` finds, found the cheaper way for this block, signing
-    only the texts it must. The pairs the tags allow whose lengths let them reach the cutoff
-    are the only ones that could be kept; of those, the rule keeps the ones that score, share
-    an LSH band and (but in the discovery band) whose signatures agree enough (both depend on
-    the two signatures alone, see `_candidate_pairs`). When scoring them all costs less than
-    signing their texts (a block of many small tag groups, short texts), each is scored and
-    only the texts of the pairs that pass are signed; else their texts are signed and only the
-    pairs that share a band and agree are scored."""
+    only the texts it must. Of the pairs the tags allow, the rule keeps those that score above
+    the cutoff (which their lengths may rule out, `_may_reach`), share an LSH band and (but in
+    the discovery band) whose signatures agree enough (both depend on the two signatures
+    alone, see `_candidate_pairs`): three tests of a pair, in either order. When scoring the
+    pairs costs less than signing their texts (a block of many small tag groups, short texts),
+    each is scored and only the texts of the pairs that pass are signed; else their texts are
+    signed and only the pairs that share a band and agree are scored, and only their texts'
+    tokens sorted. The costs are estimated from `lengths` (the normalised texts' lengths, as
+    the index keeps them: the sorted-token strings the scorer compares are no longer)."""
     members = allowed.members()
     if len(members) < 2:
         return {}
     fn, prepare = prepared(scorer)
     ready = _Prepared(texts, prepare)
-    allows = sorted(_allowed_pairs(focus if focus is not None else members, focus is not None, allowed))
-    size = {n: len(ready[n]) for n in sorted({n for pair in allows for n in pair})}
-    if fn is fuzz.ratio:  # (`_may_reach`, written out: a call a pair costs as much as the test)
-        slack = 100.0 - cutoff + 1e-6
-        pairs = [(i, j) for i, j in allows if 100 * abs(size[i] - size[j]) <= slack * (size[i] + size[j])]
-    else:
-        pairs = allows
+    pairs = sorted(_allowed_pairs(focus if focus is not None else members, focus is not None, allowed))
     if not pairs:
         return {}
     ends = sorted({n for pair in pairs for n in pair})
-    scoring = sum(_PAIR_US + _PAIR_US_PER_CHARS * size[i] * size[j] for i, j in pairs)
-    if scoring >= sum(_SIGN_US + _SIGN_US_PER_CHAR * size[n] for n in ends):
-        return _banded_then_scored(fn, ready, pairs, ends, cutoff, strict, near_cut, sign, texts, lengths)
-    passed = list(_scored(fn, ready, pairs, cutoff, strict, near_cut, reachable=True))
-    if not passed:
-        return {}
-    needed = sorted({n for pair, _ in passed for n in pair})
-    keep = _banded(needed, [pair for pair, _ in passed], strict, sign, texts, lengths)
-    return {pair: score / 100 for (pair, score), kept in zip(passed, keep.tolist(), strict=True) if kept}
+    size = {n: len(texts[n]) if lengths is None else lengths[n] for n in ends}
+    if _scoring_first(fn, cutoff, pairs, ends, size):
+        # every text is sorted anyway: their lengths first, then only the pairs they let reach
+        # the cutoff (`_may_reach`, written out: a call a pair costs as much as the test)
+        exact = {n: len(ready[n]) for n in ends}
+        if fn is fuzz.ratio:
+            slack = 100.0 - cutoff + 1e-6
+            pairs = [(i, j) for i, j in pairs
+                     if 100 * abs(exact[i] - exact[j]) <= slack * (exact[i] + exact[j])]
+        passed = list(_scored(fn, ready, pairs, cutoff, strict, near_cut, reachable=True))
+        if not passed:
+            return {}
+        needed = sorted({n for pair, _ in passed for n in pair})
+        keep = _banded(needed, [pair for pair, _ in passed], strict, sign, texts, lengths)
+        return {pair: score / 100 for (pair, score), kept in zip(passed, keep.tolist(), strict=True) if kept}
+    keep = _banded(ends, pairs, strict, sign, texts, lengths)
+    likely = [pair for pair, kept in zip(pairs, keep.tolist(), strict=True) if kept]
+    return {pair: score / 100 for pair, score in _scored(fn, ready, likely, cutoff, strict, near_cut)}
+
+
+def _scoring_first(fn: Any, cutoff: float, pairs: list[tuple[int, int]], ends: list[int],
+                   size: dict[int, int]) -> bool:
+    """Whether scoring `pairs` (whose texts are `ends`, of about these lengths) costs less than
+    signing their texts: scoring pays for sorting each text's tokens and for each pair whose
+    lengths (estimated: `size`) let it reach the cutoff (`_may_reach`, written out: a call a
+    pair costs as much as the test)."""
+    signing = sum(_SIGN_US + _SIGN_US_PER_CHAR * size[n] for n in ends)
+    scoring = sum(_SORT_US + _SORT_US_PER_CHAR * size[n] for n in ends)
+    if scoring >= signing:
+        return False
+    slack = 100.0 - cutoff + 1e-6 if fn is fuzz.ratio else None
+    for i, j in pairs:
+        first, second = size[i], size[j]
+        if slack is None or 100 * abs(first - second) <= slack * (first + second):
+            scoring += _PAIR_US + _PAIR_US_PER_CHARS * first * second
+            if scoring >= signing:
+                return False
+    return True
 
 
 def _banded(texts_at: list[int], pairs: list[tuple[int, int]], strict: float | None,
@@ -281,16 +311,6 @@ def _banded(texts_at: list[int], pairs: list[tuple[int, int]], strict: float | N
         norm = np.array([len(texts[n]) if lengths is None else lengths[n] for n in texts_at])
         keep &= _worth_scoring(signature_matrix(sigs), at, norm)
     return keep
-
-
-def _banded_then_scored(fn: Any, ready: _Prepared, pairs: list[tuple[int, int]], ends: list[int],
-                        cutoff: float, strict: float | None, near_cut: float | None,
-                        sign: Callable[[list[int]], list[bytes]], texts: Sequence[str],
-                        lengths: list[int] | None) -> dict[tuple[int, int], float]:
-    """`pairs` (among the texts `ends`) that share a band and agree, then score."""
-    keep = _banded(ends, pairs, strict, sign, texts, lengths)
-    likely = [pair for pair, kept in zip(pairs, keep.tolist(), strict=True) if kept]
-    return {pair: score / 100 for pair, score in _scored(fn, ready, likely, cutoff, strict, near_cut, True)}
 
 
 def _allowed_pairs(rows: Sequence[int], focused: bool, allowed: PairFilter) -> Iterator[tuple[int, int]]:
@@ -389,9 +409,12 @@ def tag_filter(tags: Sequence[Sequence[str]], threshold: float) -> PairFilter | 
 
 
 # Candidates whose signatures agree on fewer than this share of values are not scored: on
-# planted near-duplicates the true pairs (similarity > 0.80) agree on 0.40 or more, while
-# about 97% of the false candidates agree on less (measured by bench/run.py). Short texts
-# have noisy estimates and are cheap to score, so they are always scored.
+# planted near-duplicates (tests/consolidate/test_candidates.py, 2,000 texts, two seeds) the
+# true pairs (similarity > 0.80) agree on 0.51 or more, while about 95% of the false
+# candidates agree on less (with the shingles of sorted-token strings before 2026-11-23: 0.43
+# or more, and 97%). Kept at 0.30, it also lets through every candidate that scores 0.70-0.80
+# (3,000 texts), which the second look may still take. Short texts have noisy estimates and
+# are cheap to score, so they are always scored.
 MIN_AGREEMENT = 0.30
 SHORT_TEXT = 100
 

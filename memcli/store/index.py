@@ -271,7 +271,10 @@ def _pieces(head: bytes, units: list[bytes | memoryview], tail: bytes) -> Iterat
 # cache like the index: missing or unreadable, it is rebuilt; it never holds memory text.
 
 SIG_NAME = "_minhash.bin"
-_SIG_MAGIC = b"MCSG1"
+# The header names the kind of signature (memcli.consolidate.candidates.SIGNATURE_KIND): a
+# cache of another kind is not read, and is rewritten whole (MCSG1: shingles of sorted tokens;
+# MCSG2: shingles within tokens).
+_SIG_MAGIC = b"MCSG2"
 
 
 class SigCache:

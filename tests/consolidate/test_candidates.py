@@ -28,6 +28,7 @@ from memcli.consolidate.candidates import (
     DEFAULT_BANDS,
     DEFAULT_NUM_PERM,
     DEFAULT_ROWS,
+    SIGNATURE_KIND,
     candidate_pairs,
     candidate_pairs_for,
     exact_key,
@@ -36,6 +37,7 @@ from memcli.consolidate.candidates import (
     signatures,
     sorted_tokens,
 )
+from memcli.store import index
 from tests import sweep
 
 THRESHOLD = 80.0  # the rule: token_sort_ratio > 80 (content_similarity 0.80)
@@ -222,10 +224,12 @@ def test_make_corpus_is_deterministic_and_realistic() -> None:
 
 
 def test_signature_is_pinned() -> None:
-    # Pins the hash functions: a change would silently invalidate stored signatures.
+    # Pins the hash functions: a change would silently invalidate stored signatures, so it
+    # must come with a new SIGNATURE_KIND and a new version of the signature cache's header.
     sig = signature("deploy to staging before production")
     assert len(sig) == 2 * DEFAULT_NUM_PERM
-    assert hashlib.sha256(sig).hexdigest()[:16] == "3ea2b8486835f4e4"
+    assert hashlib.sha256(sig).hexdigest()[:16] == "9a6c37fd567d3532"
+    assert (SIGNATURE_KIND, index._SIG_MAGIC) == ("oph5tok", b"MCSG2")
 
 
 def test_signatures_in_bulk_are_pinned_across_text_boundaries() -> None:
@@ -233,7 +237,7 @@ def test_signatures_in_bulk_are_pinned_across_text_boundaries() -> None:
     # shingle may cross from one text into the next (pinned before the in-place hashing).
     texts = ["", "a", "ab c", "abcd", "abcde", "abcdef", "", "é ü 漢字 x", "x" * 7,
              "deploy the cache after the retry queue drains"] * 3
-    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "da70718bc8c9aecc"
+    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "7aea819abe8a2cf5"
     assert signatures(texts) == [signature(t) for t in texts]
 
 
@@ -245,10 +249,9 @@ def _bulk_corpus() -> list[str]:
 
 
 def test_signatures_in_bulk_are_pinned_on_long_texts() -> None:
-    # Pinned with the code before the chunked, two-step rolling hash (main at 484e8df): the
-    # same bytes, so that the signature caches stay valid.
+    # (shingles within tokens, SIGNATURE_KIND "oph5tok"): long texts, many chunks
     texts = _bulk_corpus()
-    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "fde3d27227d6c016"
+    assert hashlib.sha256(b"".join(signatures(texts))).hexdigest()[:16] == "6971a12edcaff081"
 
 
 @pytest.mark.parametrize(("chars", "rows"), [(1, 2048), (7, 3), (300, 1), (5000, 2048), (10**9, 50)])
@@ -264,11 +267,78 @@ def test_signatures_do_not_depend_on_the_chunking(monkeypatch: pytest.MonkeyPatc
     assert signatures(texts, num_perm=7) == [signature(t, num_perm=7) for t in texts]
 
 
-def test_signatures_of_sorted_strings_are_the_texts_signatures() -> None:
-    texts = _bulk_corpus()[::5]
-    assert candidates_module.signatures_of_sorted([sorted_tokens(t) for t in texts]) == signatures(texts)
-    with pytest.raises(ValueError):
-        candidates_module.signatures_of_sorted(["a"], num_perm=0)
+def _fmix32(value: int) -> int:
+    """MurmurHash3's 32-bit finaliser."""
+    value = (value ^ (value >> 16)) * 0x85EBCA6B & 0xFFFFFFFF
+    value = (value ^ (value >> 13)) * 0xC2B2AE35 & 0xFFFFFFFF
+    return value ^ (value >> 16)
+
+
+def _shingles(norm_text: str) -> set[str]:
+    """The shingles the docstring of `_bin_minima` describes, one token at a time: the 5-grams
+    of " token ", or " token " itself for a token of one or two characters."""
+    out: set[str] = set()
+    for token in norm_text.split(" "):
+        padded = f" {token} "
+        if not token:
+            continue
+        if len(token) <= 2:
+            out.add(padded)
+        else:
+            out |= {padded[k:k + 5] for k in range(len(padded) - 4)}
+    return out
+
+
+def _reference_minima(norm_text: str, bins: int) -> list[int]:
+    """`_bin_minima` of one text, written out in Python integers from its shingles: a shingle's
+    hash is the polynomial of its code points mod 2**32 (a padded short token: 4 of them, " a "
+    with a NUL), mixed by MurmurHash3's finaliser; it offers hash // bins to bin hash % bins."""
+    base, mask = 0x01000193, 0xFFFFFFFF
+    minima = [mask] * bins
+    for shingle in _shingles(norm_text):
+        value = 0
+        for char in shingle.ljust(4, "\0"):
+            value = (value * base + ord(char)) & mask
+        value = _fmix32(value)
+        minima[value % bins] = min(minima[value % bins], value // bins)
+    return minima
+
+
+@pytest.mark.parametrize("bins", [192, 7])
+def test_the_shingles_are_the_5_grams_within_each_space_padded_token(bins: int) -> None:
+    texts = ["", "a", "ab", "abc", "ab cd", "abc d", "deploy the cache", "x  yy   zzz  wwww",
+             "é ü 漢字 x", "\U0001F600 smile", "a b c d e f", "the retry queue drains slowly"]
+    texts += [default_process(t) for t in make_corpus(40, seed=6)]
+    got = candidates_module._bin_minima(texts, bins)
+    for row, text in zip(got.tolist(), texts, strict=True):
+        assert row == _reference_minima(text, bins), text
+    assert _shingles("ab cd") == {" ab ", " cd "} and _shingles("abc d") == {" abc ", " d "}
+    assert _shingles("deploy") == {" depl", "deplo", "eploy", "ploy "}
+
+
+@settings(max_examples=80, deadline=None)
+@given(words=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=" "),
+                              min_size=1, max_size=9), max_size=20),
+       order=st.randoms(use_true_random=False), gaps=st.lists(st.integers(1, 3), min_size=20, max_size=20))
+def test_a_signature_does_not_depend_on_the_order_of_tokens_or_the_spaces_between(
+        words: list[str], order: random.Random, gaps: list[int]) -> None:
+    """No shingle crosses from one token into the next: the text, its tokens reordered and
+    parted by runs of spaces, and the sorted-token string the scorer compares all have one
+    signature (so a text is signed without sorting its tokens)."""
+    text = " ".join(words)
+    shuffled = list(words)
+    order.shuffle(shuffled)
+    spaced = "".join(w + " " * gap for w, gap in zip(shuffled, gaps, strict=False)).strip(" ")
+    expected = signature(text)
+    assert signatures([spaced, " ".join(sorted(words)), text]) == [expected] * 3
+    assert (expected == signature("")) == (not words)
+
+
+def test_signatures_take_1_to_65536_permutations() -> None:
+    assert len(signatures(["a b"], num_perm=1 << 16)[0]) == 2 << 16
+    for wrong in (0, (1 << 16) + 1):
+        with pytest.raises(ValueError):
+            signatures(["a"], num_perm=wrong)
 
 
 def test_signature_same_in_another_process_with_other_hash_seed() -> None:
@@ -286,7 +356,7 @@ def test_signature_shape_bulk_and_order_insensitivity() -> None:
     texts = [text, "", "a", "warm the cache", text * 40] * 1000  # crosses a chunk boundary
     one_by_one = {t: signature(t) for t in set(texts)}  # signature() is a pure function of the text
     assert signatures(texts) == [one_by_one[t] for t in texts]
-    # The shingles come from the sorted tokens, like token_sort_ratio's comparison.
+    # The shingles are the tokens' own, whatever their order, like token_sort_ratio's comparison.
     assert signature("warm it first so the cache is cold") == signature(text)
     assert signature(text) != signature("the cache is warm so cool it first")
 

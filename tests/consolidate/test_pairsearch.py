@@ -279,11 +279,13 @@ def test_signing_only_what_a_block_needs_finds_the_pairs_signing_every_member_fi
     words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(300)]
     base = [[rng.choice(words) for _ in range(30)] for _ in range(45)]
     texts = []
-    for n in range(120):  # each base text, a variant with 0-12 words changed (scores 0.6-1.0),
+    for n in range(120):  # each base text, a variant with 0-12 words changed (scores 0.6-1.0)
         text = list(base[n % 45]) if n < 90 else [rng.choice(words) for _ in range(30)]  # others
-        if 45 <= n < 90:
+        if 45 <= n < 90:  # (some with a letter changed in words too: few shingles left in common)
             for at in rng.sample(range(30), rng.randint(0, 12)):
                 text[at] = rng.choice(words)
+            for at in rng.sample(range(30), rng.choice((0, 0, 8, 12))):
+                text[at] = text[at][:2] + rng.choice(letters) + text[at][3:]
         texts.append(rules.content_text({"summary": " ".join(text)}))
     tags = [[f"t{n % 45 % groups}"] for n in range(120)]  # a text and its variant share their tags
     allowed = similar.tag_filter(tags, 0.80)
@@ -313,3 +315,90 @@ def test_signing_only_what_a_block_needs_finds_the_pairs_signing_every_member_fi
         assert len(signed) < len(allowed.members())
         if focus is None:
             assert set(lazy) < passing  # some pairs pass the scorer that LSH would not propose
+
+
+def _merges(root: Path, **kwargs: Any) -> list[list[str]]:
+    outcome = engine.consolidate(Store(root), **kwargs)
+    return sorted(sorted(a["source_ids"]) for a in outcome.actions if a["type"] == "merge")
+
+
+def test_signatures_cached_by_an_older_kind_are_never_used(tmp_path: Path) -> None:
+    """The signature cache's header names the kind of signature: a cache left by a memcli
+    whose signatures hashed other shingles is not read (mixed with this kind's, it would lose
+    pairs silently), and the next real run rewrites it whole."""
+    from memcli.consolidate import candidates
+    from memcli.store import index
+
+    root = tmp_path / "s"
+    generate.generate(root, 1000, shape="huge", dup_share=0.08)
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    cold = _merges(root, dry_run=True)
+    assert cold
+    store = Store(root)
+    files = []
+    for scan in store.scan_all(load=True).folders:
+        # a signature of its own for each memory: no two share a band, no LSH candidates
+        hashes = sorted({m.content_hash for m in scan.memories.values()})
+        misleading = {h: bytes([k % 251 + 1, k // 251 + 1]) * candidates.DEFAULT_NUM_PERM
+                      for k, h in enumerate(hashes)}
+        index.save_sigs(scan.folder.cache(create=True), misleading)
+        files.append(scan.folder.cache() / index.SIG_NAME)
+    assert len(_merges(root, dry_run=True)) < len(cold)  # a cache of this kind is trusted
+    for path in files:  # the same rows, under the header of the previous kind
+        path.write_bytes(b"MCSG1" + path.read_bytes()[5:])
+    assert _merges(root, dry_run=True) == cold
+    engine.consolidate(Store(root))
+    rewritten = [path for path in files if path.exists()]
+    assert rewritten and all(path.read_bytes()[:5] == b"MCSG2" for path in rewritten)
+
+
+@pytest.mark.parametrize("groups", [1, 30])
+def test_a_block_signed_first_sorts_the_tokens_of_the_texts_it_scores_only(groups: int) -> None:
+    """Signing does not sort a text's tokens: a large block that signs its members first sorts
+    (`sorted_at`) only the texts of the pairs that share an LSH band, which it scores; one that
+    scores first (many small tag groups) sorts every text of a pair the tags allow."""
+    import numpy as np
+
+    from memcli.consolidate import candidates
+
+    rng = random.Random(7)
+    words = [f"w{n}x" for n in range(500)]
+    base = [[rng.choice(words) for _ in range(60)] for _ in range(50)]
+    texts = [" ".join(b) for b in base] + [" ".join(b[:-3] + ["again"]) for b in base[:10]]
+    tags = [[f"t{n % 50 % groups}"] for n in range(len(texts))]
+    allowed = similar.tag_filter(tags, 0.80)
+    assert allowed is not None and len(texts) > similar.ALL_PAIRS_MAX
+    sigs = candidates.signatures(texts)
+    kept, lengths = _KeptTexts(texts), [len(t) for t in texts]
+    found = similar.similar_pairs(kept, "token_sort_ratio", 0.80, near=0.70, allowed=allowed,
+                                  lengths=lengths, sign=lambda at: [sigs[n] for n in at])
+    assert found == similar.similar_pairs(texts, "token_sort_ratio", 0.80, near=0.70, allowed=allowed)
+    assert {(n, n + 50) for n in range(10)} <= set(found)
+    pairs = candidates.candidate_pair_array(sigs)  # (LSH, and signatures that agree enough)
+    pairs = pairs[similar._worth_scoring(candidates.signature_matrix(sigs), pairs, np.array(lengths))]
+    banded = {n for pair in pairs.tolist() if allowed.allows(*pair) for n in pair}
+    if groups == 1:  # signed first
+        assert set(kept.asked) == banded and len(banded) < len(texts) // 2
+    else:  # scored first
+        assert set(kept.asked) == set(allowed.members())
+    assert len(kept.asked) == len(set(kept.asked))  # each once
+
+
+def test_scoring_first_is_chosen_when_scoring_the_pairs_costs_less_than_signing_their_texts() -> None:
+    """The cost estimate behind `_allowed_lazy`'s choice (the pairs found are the same either
+    way): sorting and scoring against signing, from the texts' lengths; a pair whose lengths
+    cannot reach the cutoff costs no scoring."""
+    ratio = fuzz.ratio
+    ends = [0, 1]
+    for length, first in ((100, True), (2000, False)):  # a pair of short texts / of long ones
+        assert similar._scoring_first(ratio, 70.0, [(0, 1)], ends, {0: length, 1: length}) is first
+    many = [(i, j) for i in range(60) for j in range(i + 1, 60)]  # 1,770 pairs of 60 texts
+    sizes = {n: 300 for n in range(60)}
+    assert not similar._scoring_first(ratio, 70.0, many, list(range(60)), sizes)
+    # the same pairs, lengths too far apart to reach the cutoff: nothing to score but the sorting
+    apart = {n: 200 * 3 ** (n % 2) for n in range(60)}
+    odd_even = [(i, j) for i, j in many if (i + j) % 2]
+    assert similar._may_reach(ratio, 200, 600, 70.0) is False
+    assert similar._scoring_first(ratio, 70.0, odd_even, list(range(60)), apart)
+    # other scorers have no length bound: every pair counts
+    assert not similar._scoring_first(fuzz.partial_ratio, 70.0, odd_even, list(range(60)), apart)
