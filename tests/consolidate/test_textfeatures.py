@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memcli.consolidate import guards, textfeatures
+from memcli.consolidate import guards, identifiers, textfeatures
 from memcli.consolidate.textfeatures import TextFeatures, Word
 
 
@@ -82,11 +82,11 @@ def test_negation_by_a_word_and_by_an_n_t_ending_alone() -> None:
 
 
 def test_identifiers_need_a_code_mark() -> None:
-    assert guards._identifiers(TextFeatures("push with force.")) == frozenset()
-    assert guards._identifiers(TextFeatures("push with --force.")) == frozenset({"--force"})
-    assert guards._identifiers(TextFeatures("read settings.toml, not the U.S. one")) == frozenset(
+    assert identifiers._identifiers(TextFeatures("push with force.")) == frozenset()
+    assert identifiers._identifiers(TextFeatures("push with --force.")) == frozenset({"--force"})
+    assert identifiers._identifiers(TextFeatures("read settings.toml, not the U.S. one")) == frozenset(
         {"settings.toml"})
-    assert guards._identifiers(TextFeatures("run `make test` first")) == frozenset({"make", "test"})
+    assert identifiers._identifiers(TextFeatures("run `make test` first")) == frozenset({"make", "test"})
 
 
 def test_order_triples_need_an_order_word() -> None:
@@ -132,8 +132,8 @@ def _clear_tables() -> None:
     textfeatures._TOKENS.clear()
     for table in textfeatures._CHUNKS:
         table.clear()
-    guards._CODE_WORDS.clear()
-    guards._NOT_CODE.clear()
+    identifiers._CODE_WORDS.clear()
+    identifiers._NOT_CODE.clear()
     textfeatures.WORD_STEMS.clear()
 
 
@@ -190,15 +190,15 @@ def test_a_chunk_is_looked_up_by_the_state_it_is_entered_in() -> None:
 def test_the_tables_empty_when_full_and_answer_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = [f"Service{n} calls Billing{n}. It isn't fast, says the owner of `tool{n}` at x{n}.y"
              for n in range(12)]
-    expected = [(_from_words(t), guards._is_negated(TextFeatures(t)), guards._identifiers(TextFeatures(t)))
+    expected = [(_from_words(t), guards._is_negated(TextFeatures(t)), identifiers._identifiers(TextFeatures(t)))
                 for t in texts]
     _clear_tables()  # the negation guard reads the chunk tables too
     monkeypatch.setattr(textfeatures, "_CHUNKS_MAX", 3)
     monkeypatch.setattr(textfeatures, "_TOKENS_MAX", 3)
-    monkeypatch.setattr(guards, "_CODE_WORDS_MAX", 3)
+    monkeypatch.setattr(identifiers, "_CODE_WORDS_MAX", 3)
     monkeypatch.setattr(textfeatures, "_WORD_STEMS_MAX", 3)
     for _ in range(2):
-        got = [(_lean(t), guards._is_negated(TextFeatures(t)), guards._identifiers(TextFeatures(t)))
+        got = [(_lean(t), guards._is_negated(TextFeatures(t)), identifiers._identifiers(TextFeatures(t)))
                for t in texts]
         assert got == expected
     assert all(len(table) <= 4 for table in textfeatures._CHUNKS)
@@ -272,13 +272,13 @@ def _identifiers_reference(text: str) -> frozenset[str]:
     found: set[str] = set()
     bare = text
     if "`" in bare:
-        for span in guards._CODE_SPAN_RE.findall(bare):
-            found.update(w.strip(guards._EDGE_PUNCTUATION).lower() for w in span.split())
-        bare = guards._CODE_SPAN_RE.sub(" ", bare)
+        for span in identifiers._CODE_SPAN_RE.findall(bare):
+            found.update(w.strip(identifiers._EDGE_PUNCTUATION).lower() for w in span.split())
+        bare = identifiers._CODE_SPAN_RE.sub(" ", bare)
     for word in bare.split():
-        word = word.strip(guards._EDGE_PUNCTUATION)
-        if (guards._CODE_MARK_RE.search(word) and guards._CODE_WORD_RE.fullmatch(word)
-                and not guards._ACRONYM_DOTS_RE.fullmatch(word)):
+        word = word.strip(identifiers._EDGE_PUNCTUATION)
+        if (identifiers._CODE_MARK_RE.search(word) and identifiers._CODE_WORD_RE.fullmatch(word)
+                and not identifiers._ACRONYM_DOTS_RE.fullmatch(word)):
             found.add(word.lower())
     found.discard("")
     return frozenset(found)
@@ -290,8 +290,8 @@ def test_identifiers_from_the_word_tables_are_the_words_own(parts: list[tuple[st
     text = "".join(bit + gap for bit, gap in parts)
     expected = _identifiers_reference(text)
     _clear_tables()
-    assert guards._identifiers(TextFeatures(text)) == expected
-    assert guards._identifiers(TextFeatures(text)) == expected
+    assert identifiers._identifiers(TextFeatures(text)) == expected
+    assert identifiers._identifiers(TextFeatures(text)) == expected
 
 
 def test_a_text_without_code_marks_has_no_bare_code() -> None:
@@ -299,11 +299,11 @@ def test_a_text_without_code_marks_has_no_bare_code() -> None:
     # bare code word; each is enough to look at the words.
     _clear_tables()
     for text in ("Deploy the worker. Then restart it, twice!", "Version 3.11 ships (a.5).", "\u00ff.\u00ff end."):
-        assert not guards._may_hold_code(text) and guards._identifiers(TextFeatures(text)) == frozenset()
+        assert not identifiers._may_hold_code(text) and identifiers._identifiers(TextFeatures(text)) == frozenset()
     for text, code in (("use -x", "-x"), ("set a_b", "a_b"), ("see a/b", "a/b"), ("k=v", "k=v"),
                        ("me@host", "me@host"), ("lock:db", "lock:db"), ("open App.Yaml now", "app.yaml")):
-        assert guards._may_hold_code(text) and guards._identifiers(TextFeatures(text)) == frozenset({code})
-    assert guards._identifiers(TextFeatures("run `make test` now.")) == frozenset({"make", "test"})
+        assert identifiers._may_hold_code(text) and identifiers._identifiers(TextFeatures(text)) == frozenset({code})
+    assert identifiers._identifiers(TextFeatures("run `make test` now.")) == frozenset({"make", "test"})
 
 
 def test_a_digit_is_any_of_the_ten_ascii_digits() -> None:
