@@ -125,12 +125,12 @@ def test_index_entry_reused_only_while_size_and_mtime_match(store: Path) -> None
 
 def _both_ways(s: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
     """scan(load=False) as it runs, and with the whole-list check off (one file at a time)."""
-    from memcli.store import store as store_module
+    from memcli.store import scanning as scanning_module
 
     folder = s.folder("agent", "coder")
     fast = s.scan(folder, load=False)
     with monkeypatch.context() as patch:
-        patch.setattr(store_module, "_all_trusted", lambda *args: False)
+        patch.setattr(scanning_module, "_all_trusted", lambda *args: False)
         slow = s.scan(folder, load=False)
     return ((fast.entries, set(fast.memories), fast.drift, fast.run_hashes),
             (slow.entries, set(slow.memories), slow.drift, slow.run_hashes))
