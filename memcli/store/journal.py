@@ -378,10 +378,13 @@ def _reindex_trusted(store: Store, rel: str, ticket: planned.Ticket, written: se
             return None  # not an index planning could trust whole
         entries[name] = entry
     changed = saved.get("entry_count") != len(entries)
+    try:  # only files there are read (a run that archives thousands tried to open each)
+        present = {n for n in os.listdir(folder.path) if n.endswith((".json", ".md")) and n[0] not in "._"}
+    except OSError:
+        return None
     for name in sorted(ticket.reread | written):
         old = entries.pop(name, None)
-        # (an entry planning dropped may name anything: only a memory file's name is read)
-        mem = None if paths.file_problem(f"{rel}/{name}") else store.read_quietly(folder.path / name, folder)
+        mem = store.read_quietly(folder.path / name, folder) if name in present else None
         if mem is not None:
             entries[name] = new = index.entry_for(mem, old)
             new["run_hash"] = new["content_hash"]
