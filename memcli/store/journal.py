@@ -276,18 +276,24 @@ def commit(store: Store, run_id: str, finish: dict[str, Any], files: list[dict[s
             with contextlib.suppress(Exception):
                 rollback(store, run_id, files)
         raise
+    written: dict[str, set[str]] = {}
+    for entry in files or []:
+        rel, _, name = str(entry.get("path")).rpartition("/")
+        written.setdefault(rel, set()).add(name)
     try:
-        return complete(store, data, known)
+        return complete(store, data, known, written)
     except Exception as exc:
         raise RecordingFailed(run_id, exc) from exc
 
 
-def complete(store: Store, data: dict[str, Any],
-             known: dict[str, planned.Ticket] | None = None) -> dict[str, set[str] | None]:
+def complete(store: Store, data: dict[str, Any], known: dict[str, planned.Ticket] | None = None,
+             written: dict[str, set[str]] | None = None) -> dict[str, set[str] | None]:
     """Indices, review queue, state and log for a committed run; idempotent. `known` (the
     run's own planning, never a recovery): entries of files it read, trusted while size and
-    mtime match, so that a folder without an index is not read a second time."""
-    known = known or {}
+    mtime match, so that a folder without an index is not read a second time; or that
+    planning found the folder's index true of its files (`planned.trusted`), with `written`
+    the names of the files the run may have changed, by folder."""
+    known, written = known or {}, written or {}
     pause = store.settings.consolidation.index_pause_ms / 1000
     covered = set(data.get("covered", []))
     hashes: dict[str, set[str] | None] = {}
@@ -301,6 +307,12 @@ def complete(store: Store, data: dict[str, Any],
             if rel in refresh and _update_folder(store, rel, refresh[rel], rel in covered):
                 hashes[rel] = None  # not every hash was looked at: the signature cache only grows
                 continue
+            ticket = known.get(rel) if rel in covered else None
+            if ticket is not None and ticket.index is not None:
+                found = _reindex_trusted(store, rel, ticket, written.get(rel, set()))
+                if found is not None:
+                    hashes[rel] = found
+                    continue
             hashes[rel] = _reindex_folder(store, rel, refresh_run_hash=rel in covered,
                                           known=planned.load(known.get(rel)) if rel in covered else None)
     review.add_items(store.root, data.get("review", []))
@@ -339,6 +351,55 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool,
     if refresh_run_hash and folder.scope != "archive":
         index.save_lastrun(folder.cache(create=True), scan.entries)
     return {e["content_hash"] for e in scan.entries}
+
+
+def _reindex_trusted(store: Store, rel: str, ticket: planned.Ticket, written: set[str]) -> set[str] | None:
+    """`_reindex_folder` of a covered folder whose saved index planning found true of every
+    file but `ticket.reread` (`planned.trusted`): when the index is still the same file, its
+    entries are taken as they are, and only the files planning read, or the run may have
+    written, are read again. The same index and snapshot as a scan would make when no other
+    writer changed a file meanwhile (see `planned.trusted`). None when the index changed
+    since: the caller scans the folder."""
+    folder = store.folder_by_rel(rel)
+    if folder is None or folder.scope == "archive":
+        return None
+    try:
+        if planned.identity(os.lstat(folder.path / index.INDEX_NAME)) != ticket.index:
+            return None
+        saved = index.load(folder.path)
+    except (OSError, ValueError):
+        return None
+    if saved is None:
+        return None
+    entries: dict[str, dict[str, Any]] = {}
+    for entry in saved["entries"]:
+        name = entry.get("file")
+        if not isinstance(name, str) or name in entries:
+            return None  # not an index planning could trust whole
+        entries[name] = entry
+    changed = saved.get("entry_count") != len(entries)
+    try:  # only files there are read (a run that archives thousands tried to open each)
+        present = {n for n in os.listdir(folder.path) if n.endswith((".json", ".md")) and n[0] not in "._"}
+    except OSError:
+        return None
+    for name in sorted(ticket.reread | written):
+        old = entries.pop(name, None)
+        mem = store.read_quietly(folder.path / name, folder) if name in present else None
+        if mem is not None:
+            entries[name] = new = index.entry_for(mem, old)
+            new["run_hash"] = new["content_hash"]
+            changed = changed or new != old
+        else:
+            changed = changed or old is not None
+    fresh = list(entries.values())
+    for entry in fresh:  # (the saved index's own dicts: it is not compared with them again)
+        if entry.get("run_hash") != entry["content_hash"]:
+            entry["run_hash"] = entry["content_hash"]
+            changed = True
+    if changed:  # unchanged entries: not rewritten (as `_reindex_folder`: a shared store tracks it)
+        store.save_index(folder, fresh)
+    index.save_lastrun(folder.cache(create=True), fresh)
+    return {e["content_hash"] for e in fresh}
 
 
 def _update_folder(store: Store, rel: str, names: list[str], covered: bool) -> bool:

@@ -16,6 +16,7 @@ own timestamps, so two clones of a shared store rotate the same entries into the
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,13 @@ def month_files(root: Path) -> list[Path]:
 
 def _entries_of(path: Path) -> list[dict[str, Any]]:
     entries = opsfiles.read_json(path, {"entries": []}).get("entries", [])
+    return [e for e in entries if isinstance(e, dict)]
+
+
+def _shared_entries_of(path: Path) -> list[dict[str, Any]]:
+    """`_entries_of`, possibly the entries an earlier read of this process parsed (see
+    `opsfiles.read_json_shared`): for readers that change nothing."""
+    entries = opsfiles.read_json_shared(path, {"entries": []}).get("entries", [])
     return [e for e in entries if isinstance(e, dict)]
 
 
@@ -114,8 +122,9 @@ def append(root: Path, entry: dict[str, Any], quiet: bool = False) -> None:
         _append_quiet(root, entry)
         return
     path = log_path(root)
-    data = opsfiles.read_json(path, {"entries": []})
-    entries = data.setdefault("entries", [])
+    # the parse `preflight` made moments ago, when the file is unchanged since: copied where changed
+    data = dict(opsfiles.read_json_shared(path, {"entries": []}))
+    entries = data["entries"] = list(data.get("entries", []))
     if any(e.get("run_id") == entry["run_id"] for e in entries if isinstance(e, dict)):
         return
     if _in_month_files(root, entry):
@@ -131,7 +140,7 @@ def append(root: Path, entry: dict[str, Any], quiet: bool = False) -> None:
 
 def _append_quiet(root: Path, entry: dict[str, Any]) -> None:
     path = local_log_path(root)
-    data = opsfiles.read_json(path, {"entries": []})
+    data = dict(opsfiles.read_json_shared(path, {"entries": []}))  # (copied where changed)
     entries = [e for e in data.get("entries", []) if isinstance(e, dict)]
     if any(e.get("run_id") == entry["run_id"] for e in entries):
         return
@@ -175,7 +184,7 @@ def _move_out(root: Path, entries: list[Any]) -> list[Any]:
 def find_run(root: Path, run_id: str) -> dict[str, Any] | None:
     """A run's entry: the live file first (recent runs), then the month files, newest first."""
     for path in [log_path(root), *reversed(month_files(root)), local_log_path(root)]:
-        found = next((e for e in _entries_of(path) if e.get("run_id") == run_id), None)
+        found = next((e for e in _shared_entries_of(path) if e.get("run_id") == run_id), None)
         if found is not None:
-            return found
+            return copy.deepcopy(found)  # (the parse may be shared: see `_shared_entries_of`)
     return None

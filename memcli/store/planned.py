@@ -44,10 +44,19 @@ SAVE_UP_TO = 20_000
 
 @dataclass(frozen=True)
 class Ticket:
-    """Where one folder's entries were written, and the token that proves they are ours."""
+    """Where one folder's entries were written, and the token that proves they are ours. Or,
+    with `index` set (no file written): planning found the folder's index, whose identity
+    that is, true of every file but `reread` (see `trusted`)."""
 
-    path: Path
+    path: Path | None
     token: str
+    index: tuple[int, int, int, int, int] | None = None
+    reread: frozenset[str] = frozenset()
+
+
+def identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What tells an index file apart from any other version of it (see `trusted`)."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def started() -> int:
@@ -61,7 +70,7 @@ def save(folder: Folder, scan: FolderScan, read_from_ns: int) -> Ticket | None:
     it or too many to hold at once, or when the scratch file cannot be written (the
     recording then reads the files)."""
     if len(scan.memories) < SAVE_FROM:
-        return None
+        return trusted(folder, scan, read_from_ns)
     old = {e.get("file"): e for e in (scan.index or {}).get("entries", [])}
     archive = folder.scope == "archive"
     cutoff = read_from_ns - STAMP_AGE_NS
@@ -87,9 +96,37 @@ def save(folder: Folder, scan: FolderScan, read_from_ns: int) -> Ticket | None:
     return Ticket(path, token)
 
 
+def trusted(folder: Folder, scan: FolderScan, read_from_ns: int) -> Ticket | None:
+    """A ticket for a folder whose saved index planning found true of every file it did not
+    read (an indexed store's run reads only what changed): the recording then takes the entries
+    from that index, the same bytes (`identity`), and reads again only the files planning read,
+    the entries it dropped and the files the run wrote, instead of a stat of every file and a
+    check of every entry against it. Only for an index last changed `STAMP_AGE_NS` before
+    planning started: one changed while planning read it would show a later ctime. None when
+    planning met a problem in the folder (the recording then scans it, as before).
+
+    As with the entries a scratch file hands over, a file another writer changes between
+    planning and the recording keeps the entry planning saw: its `run_hash` is then the content
+    this run saw, and the next session_end finds the file changed (a new size or mtime)."""
+    if scan.index is None or scan.problems or scan.unreadable or folder.scope == "archive":
+        return None
+    try:
+        st = os.lstat(folder.path / index.INDEX_NAME)
+    except OSError:
+        return None
+    if st.st_ctime_ns >= read_from_ns - STAMP_AGE_NS:
+        return None
+    listed = scan.index.get("entries")
+    if not isinstance(listed, list):
+        return None
+    kept = {e["file"] for e in scan.entries}
+    dropped = {str(e.get("file")) for e in listed if isinstance(e, dict) and e.get("file") not in kept}
+    return Ticket(None, "", identity(st), frozenset(dropped | {mem.name for mem in scan.memories.values()}))
+
+
 def load(ticket: Ticket | None) -> list[dict[str, Any]] | None:
     """The entries behind `ticket`, or None (no ticket, the file gone, not ours, unreadable)."""
-    if ticket is None:
+    if ticket is None or ticket.path is None:
         return None
     try:
         data = orjson.loads(fsops.read_bytes(ticket.path))
@@ -106,6 +143,8 @@ def load(ticket: Ticket | None) -> list[dict[str, Any]] | None:
 def discard(tickets: dict[str, Ticket]) -> None:
     """Remove the scratch files of `tickets` (each only if still ours); never fails."""
     for ticket in tickets.values():
+        if ticket.path is None:
+            continue  # (a `trusted` ticket: no file)
         with contextlib.suppress(OSError, ValueError):
             if _head(ticket.path).startswith(b'{"token":"%s"' % ticket.token.encode()):
                 fsops.unlink(ticket.path, durable=False)

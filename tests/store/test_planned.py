@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from memcli.consolidate import engine
-from memcli.store import fsops, index, planned
+from memcli.store import fsops, index, journal, planned
+from memcli.store.memories import reindex
 from memcli.store.model import sha256
 from memcli.store.store import Store
+from tests import sweep
 from tests.conftest import add, days_ago, snapshot
 from tests.store import test_crash
 
@@ -245,3 +247,214 @@ def test_every_crash_point_of_a_run_that_hands_entries_over_recovers(pristine: P
         return n, failures
 
     test_crash.every_point("handed-over entries", k, one_point)
+
+
+# ---------------------------------------------------------------- an indexed folder, trusted whole
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Indices count as written long before the run reads them (without waiting a second)."""
+    monkeypatch.setattr(planned, "STAMP_AGE_NS", -10**15)
+
+
+def indexed(root: Path) -> dict[str, str]:
+    roles = build(root)
+    reindex(Store(root))
+    return roles
+
+
+def trusted_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """(folder, taken from its index) for each covered folder the recording handled so."""
+    calls: list[tuple[str, bool]] = []
+    original = journal._reindex_trusted
+
+    def spy(store: Store, rel: str, ticket: planned.Ticket, written: set[str]) -> set[str] | None:
+        found = original(store, rel, ticket, written)
+        calls.append((rel, found is not None))
+        return found
+
+    monkeypatch.setattr(journal, "_reindex_trusted", spy)
+    return calls
+
+
+def snapshot_rows(root: Path, rel: str) -> list[tuple[str, int, int, str, tuple[str, str]]]:
+    snap = index.load_lastrun(Store(root).folder_by_rel(rel).cache())  # type: ignore[union-attr]
+    assert snap is not None
+    return [(n, snap.sizes[i], snap.mtimes[i], snap.content_hash(i), snap.blocks[snap.block_of[i]])
+            for i, n in enumerate(snap.names)]
+
+
+def fresh_rows(root: Path, rel: str) -> list[tuple[str, int, int, str, tuple[str, str]]]:
+    entries = sorted(fresh_entries(root)[rel], key=lambda e: e["file"])
+    return [(e["file"], e["size"], e["mtime_ns"], e["content_hash"], (e["type"], e["subtype"] or ""))
+            for e in entries]
+
+
+def test_an_indexed_folder_is_recorded_from_its_index(store: Path, settled: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning trusted the whole index: the recording reads only the files the run wrote,
+    and leaves the index and snapshot a fresh scan would."""
+    roles = indexed(store)
+    calls, reads = trusted_calls(monkeypatch), Reads(monkeypatch)
+    seen: dict[str, int] = {}
+
+    def confirm(_: Any) -> bool:
+        seen["planning"] = len(reads.names)
+        return True
+
+    outcome = engine.consolidate(Store(store), confirm=confirm)
+    assert [a["type"] for a in outcome.actions] == ["merge"]
+    assert dict(calls)["agent/coder"] is True and all(found for _, found in calls)
+    recorded = {n.split("@")[0].rsplit(".", 1)[0] for n in reads.names[seen["planning"]:]}
+    assert recorded == {roles["dup0"], roles["dup1"]}  # the keeper, and its member in archive/
+    assert saved_entries(store) == fresh_entries(store)
+    assert all(e["run_hash"] == e["content_hash"] for e in saved_entries(store)["agent/coder"])
+    assert snapshot_rows(store, "agent/coder") == fresh_rows(store, "agent/coder")
+
+
+def test_the_same_index_and_snapshot_as_a_scan(store: Path, tmp_path: Path, settled: None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    indexed(store)
+    other = tmp_path / "other"
+    shutil.copytree(store, other)
+    engine.consolidate(Store(store))
+    with monkeypatch.context() as patch:
+        patch.setattr(planned, "trusted", lambda *args: None)  # the old way: a scan of the folder
+        engine.consolidate(Store(other))
+    ours, theirs = saved_entries(store), saved_entries(other)
+    drop = ("mtime_ns", "archived_at", "archive_run_id", "run_hash", "content_hash", "size")
+    for rel in ours:  # the rewritten files differ only by their run id and mtimes
+        assert [{k: v for k, v in e.items() if k not in drop} for e in ours[rel]] == \
+               [{k: v for k, v in e.items() if k not in drop} for e in theirs[rel]]
+    same = lambda rows: [(n, b) for n, _, _, _, b in rows]  # noqa: E731
+    assert same(snapshot_rows(store, "agent/coder")) == same(snapshot_rows(other, "agent/coder"))
+    # a second run, nothing to do: neither path rewrites the index (its updated_at stays)
+    before = {p: p.read_bytes() for p in [store / "agent/coder/_index.json", other / "agent/coder/_index.json"]}
+    engine.consolidate(Store(store))
+    with monkeypatch.context() as patch:
+        patch.setattr(planned, "trusted", lambda *args: None)
+        engine.consolidate(Store(other))
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_an_index_changed_after_planning_is_not_trusted(store: Path, settled: None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    indexed(store)
+    calls = trusted_calls(monkeypatch)
+    folder = store / "agent" / "coder"
+
+    def confirm(_: Any) -> bool:  # the same entries, a new file: another inode and ctime
+        index.save(folder, index.load(folder) or {})
+        return True
+
+    engine.consolidate(Store(store), confirm=confirm)
+    assert dict(calls)["agent/coder"] is False  # scanned instead
+    assert saved_entries(store) == fresh_entries(store)
+    assert snapshot_rows(store, "agent/coder") == fresh_rows(store, "agent/coder")
+
+
+def test_an_index_written_moments_before_planning_gets_no_ticket(store: Path) -> None:
+    indexed(store)  # just now
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    scan = s.scan(folder, load=False, entries=False, compare=False)
+    assert planned.trusted(folder, scan, planned.started()) is None  # within STAMP_AGE_NS
+    later = planned.started() + planned.STAMP_AGE_NS + 10**9
+    ticket = planned.trusted(folder, scan, later)
+    assert ticket is not None and ticket.path is None and ticket.reread == frozenset()
+    assert planned.trusted(s.archive_folder(), s.scan(s.archive_folder(), load=False), later) is None
+
+
+def test_files_planning_read_or_lost_are_read_again(store: Path, settled: None,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file changed since the index (planning read it) and one gone since: their entries
+    are made again and dropped."""
+    roles = indexed(store)
+    changed = store / "agent" / "coder" / f"{roles['m1']}.json"
+    changed.write_bytes(changed.read_bytes().replace(b'"access_count": ', b'"access_count": 7'))
+    (store / "agent" / "coder" / f"{roles['m2']}.json").unlink()
+    calls = trusted_calls(monkeypatch)
+    engine.consolidate(Store(store))
+    assert dict(calls)["agent/coder"] is True
+    entries = {e["id"]: e for e in saved_entries(store)["agent/coder"]}
+    assert roles["m2"] not in entries and entries[roles["m1"]]["content_hash"] == sha256(changed.read_bytes())
+    assert saved_entries(store) == fresh_entries(store)
+    assert snapshot_rows(store, "agent/coder") == fresh_rows(store, "agent/coder")
+
+
+def test_a_file_changed_or_added_during_the_run_counts_as_changed_since_it(
+        store: Path, settled: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer edits a file (in place, a new size) and adds one after planning: the
+    recording keeps what planning saw, so the run does not claim to have seen either, and
+    the next reader finds both changed since the run (SPEC 1: no run_hash, or another)."""
+    roles = indexed(store)
+    victim = store / "agent" / "coder" / f"{roles['m3']}.json"
+    seen = victim.read_bytes()
+    added: dict[str, Any] = {}
+
+    def confirm(_: Any) -> bool:
+        victim.write_bytes(seen.replace(b'"access_count": ', b'"access_count": 12'))
+        added.update(add(store, tags=["late"], subtype="late"))
+        return True
+
+    engine.consolidate(Store(store), confirm=confirm)
+    saved = {e["id"]: e for e in saved_entries(store)["agent/coder"]}
+    assert saved[roles["m3"]]["run_hash"] == saved[roles["m3"]]["content_hash"] == sha256(seen)
+    assert added["id"] not in saved
+    s = Store(store)
+    scan = s.scan(s.folder("agent", "coder"), load=False)  # a reader: the index refreshed from the files
+    now = {e["id"]: e for e in scan.entries}
+    assert now[roles["m3"]]["content_hash"] == sha256(victim.read_bytes()) != saved[roles["m3"]]["run_hash"]
+    assert "run_hash" not in now[added["id"]]
+
+
+def crashed_run(root: Path, crash_at: int) -> int:
+    """`consolidate` on `root` in a child forked from this process (so that it keeps this
+    test's settings), stopped abruptly before its `crash_at`th change; its exit code."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the test
+        code = 1
+        try:
+            os.environ["MEMCLI_CRASH_AT"] = str(crash_at)
+            fsops._changes = 0  # counted from this child's start, as in a new process
+            engine.consolidate(Store(root))
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@pytest.mark.slow
+def test_every_crash_point_of_a_run_recorded_from_its_index_recovers(
+        tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The crash sweep of tests/store/test_crash.py on an indexed folder the recording takes
+    from its index (`planned.trusted`); after recovery the index is also what `reindex` builds."""
+    pristine = tmp_path / "pristine"
+    for sub in ("ops", "archive", "global"):
+        (pristine / sub).mkdir(parents=True)
+    (pristine / "memcli.toml").write_text(test_crash.TOML)
+    indexed(pristine)
+    calls = trusted_calls(monkeypatch)
+    k = test_crash.count_changes(pristine, tmp_path / "count")
+    assert dict(calls)["agent/coder"] is True
+    clean = tmp_path / "clean"
+    shutil.copytree(pristine, clean)
+    assert crashed_run(clean, 10**6) == 0
+    pre, post = snapshot(pristine), snapshot(clean)
+    assert pre != post
+    failed: dict[int, list[str]] = {}
+    chosen = sweep.points(1, k + 1)
+    for n in chosen:
+        root = tmp_path / f"n{n}"
+        shutil.copytree(pristine, root)
+        code = crashed_run(root, n)
+        failures = [f"exit {code}"] if code != (70 if n <= k else 0) else []
+        failures += test_crash.recover(root, via_cli=False)
+        failures += test_crash.check_recovered(root, pre, post)
+        if saved_entries(root) != fresh_entries(root):
+            failures.append("the index is not what a fresh reindex builds")
+        if failures:
+            failed[n] = failures
+        shutil.rmtree(root)
+    assert not failed, f"crash points of {k} ({sweep.label()}) that failed: {failed}"
