@@ -39,6 +39,14 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from memcli.consolidate.banding import (
+    DEFAULT_BANDS,
+    DEFAULT_NUM_PERM,
+    DEFAULT_ROWS,
+    SHINGLE_CHARS,
+    SIGNATURE_KIND,
+)
+
 __all__ = [
     "DEFAULT_BANDS",
     "DEFAULT_NUM_PERM",
@@ -53,21 +61,7 @@ __all__ = [
     "signature",
     "signature_matrix",
     "signatures",
-    "sorted_tokens",
 ]
-
-# Banding: a pair becomes a candidate when all DEFAULT_ROWS rows of one of DEFAULT_BANDS bands
-# agree (see the module docstring for the recall this gives).
-DEFAULT_BANDS = 48
-DEFAULT_ROWS = 4
-DEFAULT_NUM_PERM = DEFAULT_BANDS * DEFAULT_ROWS
-# Character n-gram length of the shingles.
-SHINGLE_CHARS = 5
-# What a signature is (one-permutation hashing of the 5-grams within tokens, see _bin_minima):
-# part of the pair cache's parameters, so that a change of the signature invalidates it. The
-# signature cache (memcli.store.index, `_minhash.bin`) has its own version in its header,
-# bumped with this: signatures of two kinds mixed in one run would lose pairs silently.
-SIGNATURE_KIND = "oph5tok"
 
 _U64 = np.uint64
 _SEED = 0x6D656D636C69  # "memcli": the fixed seed of the permutations
@@ -101,11 +95,6 @@ def _splitmix64(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     z = z * _U64(0x94D049BB133111EB)
     mixed: npt.NDArray[np.uint64] = z ^ (z >> _U64(31))
     return mixed
-
-
-def sorted_tokens(norm_text: str) -> str:
-    """The string ``token_sort_ratio`` compares: the text's tokens sorted, joined by spaces."""
-    return " ".join(sorted(norm_text.split()))
 
 
 def signature(norm_text: str, *, num_perm: int = DEFAULT_NUM_PERM) -> bytes:

@@ -14,6 +14,7 @@ from memcli.consolidate.similar import (
     PairFilter,
     Subset,
     similar_pairs,
+    sorted_tokens,
     tag_filter,
 )
 from memcli.store import index
@@ -40,14 +41,12 @@ class BlockTexts(Sequence[str]):
         return (self[n] for n in range(len(self.block)))
 
     def sorted_at(self, n: int) -> str:
-        """Text ``n``'s tokens sorted (:func:`candidates.sorted_tokens`), made once, for the
+        """Text ``n``'s tokens sorted (:func:`similar.sorted_tokens`), made once, for the
         scorer (``token_sort_ratio``): only a text whose pairs are scored needs them (its
         signature hashes the text as it is), and sorting a long text's tokens costs more than
         hashing its signature."""
         found = self.sorted_made.get(n)
         if found is None:
-            from memcli.consolidate.candidates import sorted_tokens
-
             found = self.sorted_made[n] = sorted_tokens(self[n])
         return found
 
@@ -169,13 +168,13 @@ class PairSearch(FolderLoading):
         return tag_filter([item.mem.tags for item in block], self.cfg.tag_overlap)
 
     def _pair_params(self, floor: float | None) -> str:
-        from memcli.consolidate import candidates, similar
+        from memcli.consolidate import banding, similar  # (banding: the parameters alone, no numpy)
 
         # the cache holds only pairs whose tags overlap above tag_overlap (see _tag_filter)
         return (f"{self.cfg.scorer}|>{self.cfg.content_similarity}|floor={floor}|near={self._near()}"
                 f"|tags>{self.cfg.tag_overlap}"
-                f"|lsh={candidates.DEFAULT_BANDS}x{candidates.DEFAULT_ROWS}|agree={similar.MIN_AGREEMENT}"
-                f"|short={similar.SHORT_TEXT}|sig={candidates.SIGNATURE_KIND}")
+                f"|lsh={banding.DEFAULT_BANDS}x{banding.DEFAULT_ROWS}|agree={similar.MIN_AGREEMENT}"
+                f"|short={similar.SHORT_TEXT}|sig={banding.SIGNATURE_KIND}")
 
     def _sigs(self, block: list[Live], texts: Sequence[str]) -> list[bytes]:
         """The block's signatures: cached by content hash, the missing ones computed in bulk

@@ -71,14 +71,19 @@ def _keep(score: float, cutoff: float, strict: float | None, near_cut: float | N
     return score / 100 > strict or (near_cut is not None and score >= near_cut)
 
 
+def sorted_tokens(norm_text: str) -> str:
+    """The string ``token_sort_ratio`` compares: the text's tokens sorted, joined by spaces.
+    (Here, beside the scorer, not with the signatures: a block scored pair by pair needs no
+    numpy.)"""
+    return " ".join(sorted(norm_text.split()))
+
+
 def prepared(scorer: str) -> tuple[Any, Callable[[str], str]]:
     """The scorer as a pair of (function, per-text preparation) giving the same scores:
     ``token_sort_ratio`` sorts both texts' tokens on every call, so a text compared with many
     others is sorted once here and the pairs are scored with plain ``ratio`` on the sorted
     strings (equal results on normalised texts, tested; four times less work a pair)."""
     if scorer == "token_sort_ratio":
-        from memcli.consolidate.candidates import sorted_tokens
-
         return fuzz.ratio, sorted_tokens
     return scorer_fn(scorer), _same
 
@@ -88,14 +93,12 @@ def _same(text: str) -> str:
 
 
 def sorted_text(texts: Sequence[str], n: int) -> str:
-    """Text ``n``'s sorted-token string (:func:`candidates.sorted_tokens`): the texts' own when
+    """Text ``n``'s sorted-token string (:func:`sorted_tokens`): the texts' own when
     they keep them (``sorted_at``, as a block's texts do: the scorer then sorts each text once
     whatever the pairs it is in), else made now."""
     keeps = getattr(texts, "sorted_at", None)
     if keeps is not None:
         return str(keeps(n))
-    from memcli.consolidate.candidates import sorted_tokens
-
     return sorted_tokens(texts[n])
 
 
@@ -104,8 +107,6 @@ class _Prepared:
 
     def __init__(self, texts: Sequence[str], prepare: Callable[[str], str]) -> None:
         self.texts, self.prepare = texts, prepare
-        from memcli.consolidate.candidates import sorted_tokens
-
         keeps = getattr(texts, "sorted_at", None)  # (the texts keep them: see `sorted_text`)
         self.make: Callable[[int], str] = (keeps if prepare is sorted_tokens and keeps is not None
                                            else lambda n: prepare(texts[n]))

@@ -35,8 +35,8 @@ from memcli.consolidate.candidates import (
     signature,
     signature_matrix,
     signatures,
-    sorted_tokens,
 )
+from memcli.consolidate.similar import sorted_tokens
 from memcli.store import index
 from tests import sweep
 

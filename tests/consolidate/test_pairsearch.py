@@ -4,6 +4,7 @@ finds match the exact all-pairs rule."""
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from itertools import combinations
@@ -16,6 +17,7 @@ from rapidfuzz import fuzz
 from memcli.consolidate import engine, merging, pairsearch, rules, similar
 from memcli.store.store import Store
 from tests import sweep
+from tests.conftest import add
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -158,6 +160,28 @@ def test_a_block_whose_members_did_not_change_is_not_compared_again(tmp_path: Pa
     cold = engine.consolidate(Store(root), dry_run=True)
     warm = engine.consolidate(Store(root), dry_run=True)
     assert [a for a in cold.actions] == [a for a in warm.actions]
+
+
+def test_a_dry_run_of_small_blocks_does_not_import_numpy(tmp_path: Path, store: Path) -> None:
+    """Blocks of up to ALL_PAIRS_MAX memories are scored pair by pair: no signature, so no
+    numpy (its import is a fixed cost of every process, a session-end hook's included). A
+    block above it signs its texts, and numpy comes in then."""
+    import subprocess
+
+    root = tmp_path / "s"
+    _small_store(root, 200)
+    probe = ("import sys\nfrom memcli.consolidate import engine\nfrom memcli.store.store import Store\n"
+             f"out = engine.consolidate(Store.open({str(root)!r}), dry_run=True)\n"
+             "print(sum(a['type'] == 'merge' for a in out.actions), 'numpy' in sys.modules)")
+    env = {**os.environ, "MEMCLI_NOW": "2026-11-22T00:00:00Z"}
+    merges, numpy = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                                   check=True, cwd=ROOT).stdout.split()
+    assert int(merges) > 0 and numpy == "False"
+    for n in range(similar.ALL_PAIRS_MAX + 1):  # one block above ALL_PAIRS_MAX: signed
+        add(store, summary=f"the worker {n} restarts the queue after deploy number {n}")
+    probe = probe.replace(repr(str(root)), repr(str(store)))
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True,
+                          cwd=ROOT).stdout.split()[1] == "True"
 
 
 @pytest.mark.slow
