@@ -3,12 +3,12 @@ found from the last-run snapshot and the signature cache before any memory file 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from memcli.consolidate import rules
 from memcli.consolidate.similar import ALL_PAIRS_MAX
-from memcli.store.index import SigCache
+from memcli.store.index import SigCache, Snapshot
 from memcli.store.model import Memory
 from memcli.store.store import FolderScan, Stamp
 
@@ -49,7 +49,45 @@ def present_ids(scan: FolderScan, ids: set[str]) -> set[str]:
     return found
 
 
-def focus_rows(scan: FolderScan, changed: set[str]) -> list[Row]:
+class FocusRows:
+    """The rows of the blocks holding a changed memory: the entries read again, as Rows, and
+    the unchanged snapshot rows of those blocks, kept as row numbers. A large block holding a
+    change has thousands of unchanged rows, of which a pass takes a few dozen (the candidates):
+    a Row is made only for those (`with_candidates`); iterating gives every row, in order."""
+
+    def __init__(self, fresh: list[Row], snap: Snapshot | None = None, kept: list[int] | None = None) -> None:
+        self.fresh, self.snap, self.kept = fresh, snap, kept or []
+
+    def __len__(self) -> int:
+        return len(self.fresh) + len(self.kept)
+
+    def __iter__(self) -> Iterator[Row]:
+        yield from self.fresh
+        yield from map(self.kept_row, self.kept)
+
+    def kept_row(self, r: int) -> Row:
+        """The Row of snapshot row r: unchanged, so its run hash is its content hash."""
+        snap = self.snap
+        assert snap is not None  # (only a snapshot has kept rows)
+        name = snap.names[r]
+        # (a Row without NamedTuple's Python-level __new__)
+        return tuple.__new__(Row, (name[:name.rindex(".")], name, snap.blocks[snap.block_of[r]],
+                                   snap.hashes[32 * r:32 * r + 32], True))
+
+    def by_block(self) -> dict[tuple[str, str], tuple[list[Row], list[int]]]:
+        """Each block's fresh rows and kept row numbers, blocks in the order of their first row."""
+        blocks: dict[tuple[str, str], tuple[list[Row], list[int]]] = {}
+        for row in self.fresh:
+            blocks.setdefault(row.block, ([], []))[0].append(row)
+        if self.kept:
+            assert self.snap is not None
+            table, block_of = self.snap.blocks, self.snap.block_of
+            for r in self.kept:
+                blocks.setdefault(table[block_of[r]], ([], []))[1].append(r)
+        return blocks
+
+
+def focus_rows(scan: FolderScan, changed: set[str]) -> FocusRows:
     """The rows of the folder's blocks that hold a changed memory: entries as read, and the
     unchanged snapshot rows of those blocks (no entry, no hex, for the rest of the folder)."""
     fresh = [Row(e["id"], e["file"], (str(e.get("type")), str(e.get("subtype") or "")),
@@ -57,52 +95,64 @@ def focus_rows(scan: FolderScan, changed: set[str]) -> list[Row]:
     snap = scan.snap
     if snap is None:
         blocks = {row.block for row in fresh if row.id in changed}
-        return [row for row in fresh if row.block in blocks]
+        return FocusRows([row for row in fresh if row.block in blocks])
     wanted = {snap.row(i + ext) for i in changed for ext in (".json", ".md")} - {None}
     blocks = {row.block for row in fresh if row.id in changed} | {snap.blocks[snap.block_of[r]]
                                                                    for r in wanted if r is not None}
     codes = {n for n, block in enumerate(snap.blocks) if block in blocks}
-    names, block_of, hashes, table = snap.names, snap.block_of, snap.hashes, snap.blocks
-    rs = [r for r in scan.kept if block_of[r] in codes]
-    make = tuple.__new__  # a Row without NamedTuple's Python-level __new__ (thousands of rows a block)
-    kept = [make(Row, (name[:name.rindex(".")], name, table[block_of[r]], hashes[32 * r:32 * r + 32], True))
-            for r, name in zip(rs, [names[r] for r in rs], strict=True)]
-    return [row for row in fresh if row.block in blocks] + kept
+    block_of = snap.block_of
+    return FocusRows([row for row in fresh if row.block in blocks], snap,
+                     [r for r in scan.kept if block_of[r] in codes])
 
 
-def with_candidates(rows: list[Row], changed: set[str], cache: SigCache,
+def with_candidates(rows: FocusRows | list[Row], changed: set[str], cache: SigCache,
                     read: Callable[[Row], Memory | None]) -> dict[str, Row]:
     """The changed memories' rows and those of their duplicate candidates: a whole block
     where it is small, else the LSH candidates of its changed members."""
     from memcli.consolidate import candidates
 
-    blocks: dict[tuple[str, str], list[Row]] = {}
-    for row in rows:
-        blocks.setdefault(row.block, []).append(row)
-    needed = {row.id: row for row in rows if row.id in changed}
-    for block in blocks.values():
-        if len(block) <= ALL_PAIRS_MAX:
-            needed.update((row.id, row) for row in block)
+    focus_of = rows if isinstance(rows, FocusRows) else FocusRows(list(rows))
+    snap = focus_of.snap
+    # the unchanged rows in scope for a flagged pair (changed ids are all read again, fresh)
+    flagged: set[int] = set()
+    if snap is not None and focus_of.kept:
+        flagged = {r for i in changed for ext in (".json", ".md") if (r := snap.row(i + ext)) is not None}
+    needed = {row.id: row for row in focus_of.fresh if row.id in changed}
+    if flagged:
+        taken = sorted(flagged.intersection(focus_of.kept))
+        needed.update((row.id, row) for row in map(focus_of.kept_row, taken))
+    for fresh, kept in focus_of.by_block().values():
+        if len(fresh) + len(kept) <= ALL_PAIRS_MAX:
+            needed.update((row.id, row) for row in fresh)
+            needed.update((row.id, row) for row in map(focus_of.kept_row, kept))
             continue
-        focus = [n for n, row in enumerate(block) if row.id in changed]
-        pairs = candidates.candidate_pairs_for(focus, cached_sigs(block, cache, read), None)
-        needed.update((block[n].id, block[n]) for pair in pairs for n in pair)
+
+        def row_at(n: int, fresh: list[Row] = fresh, kept: list[int] = kept) -> Row:
+            return fresh[n] if n < len(fresh) else focus_of.kept_row(kept[n - len(fresh)])
+
+        focus = [n for n, row in enumerate(fresh) if row.id in changed]
+        focus += [len(fresh) + p for p, r in enumerate(kept) if r in flagged]
+        hashes = snap.hashes if snap is not None else b""
+        digests = [row.digest for row in fresh] + [hashes[32 * r:32 * r + 32] for r in kept]
+        pairs = candidates.candidate_pairs_for(focus, cached_sigs(digests, row_at, cache, read), None)
+        needed.update((row.id, row) for row in (row_at(n) for pair in pairs for n in pair))
     return needed
 
 
-def cached_sigs(block: list[Row], cache: SigCache, read: Callable[[Row], Memory | None]) -> list[bytes]:
-    """Signatures of a block's rows from the folder's cache; the missing ones are read and
-    computed in one go, and added to the cache."""
+def cached_sigs(digests: list[bytes], row_at: Callable[[int], Row], cache: SigCache,
+                read: Callable[[Row], Memory | None]) -> list[bytes]:
+    """Signatures of a block's rows (their content hashes `digests`) from the folder's cache;
+    the missing ones are read (`row_at` gives a position's Row) and computed in one go, and
+    added to the cache."""
     from memcli.consolidate import candidates
 
-    sigs = [sig or cache.added.get(row.digest.hex())
-            for row, sig in zip(block, cache.raw_many([row.digest for row in block]), strict=True)]
+    sigs = [sig or cache.added.get(digest.hex())
+            for digest, sig in zip(digests, cache.raw_many(digests), strict=True)]
     missing = [n for n, sig in enumerate(sigs) if sig is None]
-    memories = [read(block[n]) for n in missing]
+    memories = [read(row_at(n)) for n in missing]
     texts = ["" if mem is None else rules.content_text(mem.content) for mem in memories]
     for n, mem, sig in zip(missing, memories, candidates.signatures(texts), strict=True):
         sigs[n] = sig  # a file that could not be read: the signature of no text, not cached
         if mem is not None:
             cache[mem.content_hash] = sig
     return [sig or b"" for sig in sigs]
-

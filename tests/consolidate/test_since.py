@@ -106,3 +106,56 @@ def test_an_unchanged_looking_file_that_went_bad_is_a_problem_not_an_abort(store
     assert any(olds[0]["id"] in note for note in out.notes)
     assert path.read_bytes() == b"{" + b" " * (len(before) - 1)  # left as it is
     assert out.stats["skipped"] == 0 and new["id"] not in str(out.notes)
+
+
+def test_a_large_block_with_a_flagged_unchanged_member_gives_what_every_row_as_a_list_gives(store: Path) -> None:
+    """The unchanged rows stay row numbers until taken (FocusRows): the changed memory, the
+    flagged unchanged one (a focus too, though not read again) and their candidates are the
+    same as from every row made up front, and a Row is made only for the rows taken."""
+    text = "Rotate the staging database credentials before the quarterly security audit"
+    for n in range(ALL_PAIRS_MAX + 5):
+        add(store, type="semantic", subtype="x", summary=f"note {n}: {n * 7919} widgets in bay {n % 13}")
+    old = add(store, type="semantic", subtype="x", summary=text)
+    flagged = add(store, type="semantic", subtype="x", summary="Badge readers in bay 4 reset at midnight")
+    engine.consolidate(Store(store))
+    new = add(store, type="semantic", subtype="x", summary=text + " today")
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    snap = index.load_lastrun(folder.cache())
+    assert snap is not None
+    scan = s.scan_since(folder, snap)
+    changed = since.changed_ids(scan, {flagged["id"]})
+    assert changed == {new["id"], flagged["id"]}
+    rows = since.focus_rows(scan, changed)
+    every = list(rows)
+    assert len(every) == len(rows) > ALL_PAIRS_MAX
+    assert [r.unchanged for r in every].count(False) == 1 and every[0].id == new["id"]
+    unchanged = every[1:]  # snapshot rows: their content hash as recorded, run hash the same
+    assert all(r.digest.hex() == snap.content_hash(snap.row(r.file)) for r in unchanged)  # type: ignore[arg-type]
+
+    def reader(row: since.Row) -> Memory:
+        return scan.memories.get(row.id) or s.read_memory(folder.path / row.file, folder)
+
+    made: list[int] = []
+    plain = rows.kept_row
+
+    def counted(r: int) -> since.Row:
+        made.append(r)
+        return plain(r)
+
+    rows.kept_row = counted  # type: ignore[method-assign]
+    needed = since.with_candidates(rows, changed, index.load_sigs(folder.cache()), reader)
+    assert needed == since.with_candidates(every, changed, index.load_sigs(folder.cache()), reader)
+    assert {old["id"], new["id"], flagged["id"]} <= set(needed) and len(needed) < len(every) // 2
+    assert len(set(made)) <= len(needed) and len(made) < len(every) // 2
+
+
+def test_focus_rows_of_a_small_block_without_a_snapshot_are_the_entries_as_read(store: Path) -> None:
+    """Before any run (no snapshot): the rows are the read entries of the changed blocks only."""
+    first = add(store, type="semantic", subtype="x")
+    add(store, type="procedural", subtype="x")
+    s = Store(store)
+    scan = s.scan(s.folder("agent", "coder"), load=False)
+    rows = since.focus_rows(scan, {first["id"]})
+    assert [r.id for r in rows] == [first["id"]] and rows.kept == [] and len(rows) == 1
+    assert set(since.with_candidates(rows, {first["id"]}, SigCache(), lambda row: None)) == {first["id"]}
