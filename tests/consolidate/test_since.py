@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from memcli.consolidate import engine, since
 from memcli.consolidate.similar import ALL_PAIRS_MAX
 from memcli.store import index
 from memcli.store.index import SigCache
 from memcli.store.model import Memory
-from memcli.store.store import Store
+from memcli.store.store import FolderScan, Store
 from tests.conftest import add
 
 
@@ -65,18 +66,29 @@ def test_a_small_block_is_taken_whole_without_signatures(store: Path) -> None:
     assert cache.added == {}
 
 
-def test_a_large_block_gives_the_changed_memory_and_its_candidates_only(store: Path) -> None:
+def _large_block_since(store: Path, other: str | None = None) -> tuple[dict[str, Any], dict[str, Any],
+                                                                      FolderScan, dict[str, Any]]:
+    """A block above ALL_PAIRS_MAX after a real run (with one more memory, `other`, when given),
+    then a restatement of one member added: (the restated, the new one, the scan since the
+    run, the other memory or {})."""
     text = "Rotate the staging database credentials before the quarterly security audit"
     for n in range(ALL_PAIRS_MAX + 5):
         add(store, type="semantic", subtype="x", summary=f"note {n}: {n * 7919} widgets in bay {n % 13}")
     old = add(store, type="semantic", subtype="x", summary=text)
+    extra = add(store, type="semantic", subtype="x", summary=other) if other is not None else {}
     engine.consolidate(Store(store))
     new = add(store, type="semantic", subtype="x", summary=text + " today")
     s = Store(store)
     folder = s.folder("agent", "coder")
     snap = index.load_lastrun(folder.cache())
     assert snap is not None
-    scan = s.scan_since(folder, snap)
+    return old, new, s.scan_since(folder, snap), extra
+
+
+def test_a_large_block_gives_the_changed_memory_and_its_candidates_only(store: Path) -> None:
+    old, new, scan, _ = _large_block_since(store)
+    s = Store(store)
+    folder = s.folder("agent", "coder")
     rows = since.focus_rows(scan, {new["id"]})
     assert len(rows) > ALL_PAIRS_MAX
     read: list[str] = []
@@ -112,18 +124,9 @@ def test_a_large_block_with_a_flagged_unchanged_member_gives_what_every_row_as_a
     """The unchanged rows stay row numbers until taken (FocusRows): the changed memory, the
     flagged unchanged one (a focus too, though not read again) and their candidates are the
     same as from every row made up front, and a Row is made only for the rows taken."""
-    text = "Rotate the staging database credentials before the quarterly security audit"
-    for n in range(ALL_PAIRS_MAX + 5):
-        add(store, type="semantic", subtype="x", summary=f"note {n}: {n * 7919} widgets in bay {n % 13}")
-    old = add(store, type="semantic", subtype="x", summary=text)
-    flagged = add(store, type="semantic", subtype="x", summary="Badge readers in bay 4 reset at midnight")
-    engine.consolidate(Store(store))
-    new = add(store, type="semantic", subtype="x", summary=text + " today")
-    s = Store(store)
+    old, new, scan, flagged = _large_block_since(store, "Badge readers in bay 4 reset at midnight")
+    s, snap = Store(store), scan.snap
     folder = s.folder("agent", "coder")
-    snap = index.load_lastrun(folder.cache())
-    assert snap is not None
-    scan = s.scan_since(folder, snap)
     changed = since.changed_ids(scan, {flagged["id"]})
     assert changed == {new["id"], flagged["id"]}
     rows = since.focus_rows(scan, changed)
