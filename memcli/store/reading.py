@@ -19,6 +19,8 @@ from memcli.errors import BadRecordError, NotFoundError
 from memcli.store import cache
 from memcli.store.model import MAX_DEPTH, Memory, content_usable, decode, plainly_valid, sha256, validate
 
+_NONE: list[str] = []  # a field left out (`is` tells it from any value read from a file)
+
 MAX_FILE_BYTES = 10 * 1024 * 1024
 _SYMLINK = "is a symlink; memcli never follows links"
 
@@ -75,22 +77,61 @@ class FileReading:
 
     def planned(self, folder: Folder, entries: list[dict[str, Any]]) -> list[Memory]:
         """Memories known from their index entries alone; each file is read when first needed."""
+        read_record, base = self._read_record, f"{folder.path}/"  # (bound once: a cold pass loads thousands)
+
         def load(mem: Memory) -> dict[str, Any] | None:
-            return self._read_record(folder, mem.name, mem.size)  # (the size its entry and lstat agree on)
+            return read_record(folder, mem.name, mem.size, base)  # (the size its entry and lstat agree on)
 
         def confirm(mem: Memory, record: dict[str, Any]) -> dict[str, Any] | None:
             return self._whole_record(folder, mem.name, record)
 
         return Memory.planned(entries, folder.path, load, confirm)
 
-    def _read_record(self, folder: Folder, name: str, size: int | None = None) -> dict[str, Any] | None:
+    def _read_record(self, folder: Folder, name: str, size: int | None = None,
+                     base: str | None = None) -> dict[str, Any] | None:
         """The record of a memory planned from its index entry, read when a rule first needs
         its text (a cold pass reads most of a folder this way): as `_read_in` would give it,
         without what the planned memory already has (its hash, size and mtime are the entry's)
         or does not keep (a Memory, its warnings), and checked only as far as its text is
         used (`model.content_usable`): every other field a rule reads is the entry's, and
         `_whole_record` checks them before the record is rewritten or archived. None when the
-        file is gone or bad input. `size`: the file's size when it was listed (`_read_plain`)."""
+        file is gone or bad input. `size`: the file's size when it was listed (`_read_plain`);
+        `base`: the folder's path and a slash.
+
+        The usual file (JSON, live, the size it was listed with) is read and checked inline,
+        `_read_plain` and `content_usable` in one frame: this runs once per memory of a cold
+        pass, and their calls and the path's making cost as much as the read itself. Anything
+        else, or any doubt, takes the way through them, which gives what it always gave."""
+        if type(size) is int and 0 < size <= MAX_FILE_BYTES and name[-5:] == ".json" \
+                and folder.scope != "archive":
+            try:
+                fd = os.open(f"{folder.path}/{name}" if base is None else base + name, _PLAIN_OPEN)
+            except OSError:
+                fd = -1  # (gone, a link: the way below says which)
+            if fd >= 0:
+                try:
+                    raw = os.read(fd, size + 1)
+                except OSError:
+                    raw = b""  # (a folder: the way below)
+                finally:
+                    os.close(fd)
+                # exactly the listed size (else changed since, or not a regular file), and
+                # few enough brackets that no nesting walk is needed (else decode's walk)
+                if len(raw) == size and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+                    try:
+                        data = orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        data = None
+                    # content_usable(data, name[:-5]) inline
+                    if type(data) is dict and data.get("id") == name[:-5]:
+                        content = data.get("content")
+                        if type(content) is dict and type(content.get("details", "")) is str \
+                                and type(content.get("timeline", _NONE)) is list:
+                            return data
+        return self._read_record_slowly(folder, name, size)
+
+    def _read_record_slowly(self, folder: Folder, name: str, size: int | None) -> dict[str, Any] | None:
+        """`_read_record` of anything but the usual file: what it always did."""
         if name.endswith(".json") and folder.scope != "archive":  # (.md: the full read)
             raw = _read_plain(f"{folder.path}/{name}", size)
             if raw is not None and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:  # (else: decode's walk)
