@@ -11,11 +11,14 @@ from memcli.consolidate.plantypes import WHOLE_STORE, Live
 from memcli.consolidate.since import Row
 from memcli.store import index, planned
 from memcli.store.model import Memory
+from memcli.store.reading import FolderFiles
 from memcli.store.store import Folder, FolderScan, Problem
 
 
 class FolderLoading(PlannerBase):
     """Puts memories into the simulated store, and signs what a real run rewrites."""
+
+    _files: FolderFiles | None = None  # the folder a full run is planning: its files' reads
 
     def _sign_rewritten(self) -> None:
         """Memories this run rewrites get their new signatures now, in bulk, so that the cache
@@ -46,13 +49,19 @@ class FolderLoading(PlannerBase):
             if ticket is not None:
                 self.planned[folder.rel] = ticket
         self.problems += [p for p in scan.problems if p.code != "index_gone"]  # the run rewrites it
+        self._close_files()
+        files = self._files = FolderFiles(folder.path)  # (closed when the folder is let go)
         mems = dict(scan.memories)
-        unread = [e for e in scan.entries if e["id"] not in mems]
-        mems.update((m.id, m) for m in self.store.planned(folder, unread))
-        for mem_id in [i for i in mems if i in twins]:
-            self.problems.append(Problem(self.store.rel(mems.pop(mem_id).path),
-                                         f"duplicate id {mem_id} (in {', '.join(twins[mem_id])}); left "
-                                         "out until one copy is renamed", "duplicate_id"))
+        if mems:
+            mems.update((m.id, m) for m in self.store.planned(folder, [e for e in scan.entries
+                                                                        if e["id"] not in mems], files))
+        else:  # (a cold or warm run's usual folder: every memory from its entry)
+            mems = {m.id: m for m in self.store.planned(folder, scan.entries, files)}
+        if twins and not twins.keys().isdisjoint(mems):
+            for mem_id in [i for i in mems if i in twins]:
+                self.problems.append(Problem(self.store.rel(mems.pop(mem_id).path),
+                                             f"duplicate id {mem_id} (in {', '.join(twins[mem_id])}); left "
+                                             "out until one copy is renamed", "duplicate_id"))
         run_hashes, prefix = scan.run_hashes, folder.rel + "/"
         # (once per memory of the store: locals, and no call for pending uses when there are none)
         with_uses, key, live, loaded = self._with_uses if self.uses else None, rules.newest_first_key, \
@@ -66,6 +75,13 @@ class FolderLoading(PlannerBase):
             live[mem_id] = item
         self.seen.update(self._flagged_ids.intersection(mems))
         self._loaded += len(mems)
+
+    def _close_files(self) -> None:
+        """The folder planned last is let go: its files are no longer opened relative to it
+        (a memory of it read later, to write the plan, is read by path)."""
+        if self._files is not None:
+            self._files.close()
+            self._files = None
 
     def _put(self, item: Live) -> None:
         item.mem = self._with_uses(item.mem)

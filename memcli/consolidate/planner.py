@@ -6,6 +6,7 @@ import contextlib
 import datetime as dt
 import gc
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 from memcli.consolidate import rules, runid
@@ -116,23 +117,25 @@ class Planner(LaterRules):
         """How many memories of the run's scope are protected, by reason (for the report)."""
         whole = self.opts.trigger != "session_end"
         counts, known = self.protected_counts, self._protection
-        reason_of, now, cfg, consent = rules.protection_reason, self.now, self.cfg, self.opts.consent
-        # (every memory of the store: `protected` and `takes_part` inline; the reasons found
-        # here are not kept, the folder's memories are let go right after)
-        for item in self._all_loaded:
-            mem = item.mem
-            facts = mem.facts
-            if (whole or item.changed) and not facts.get("superseded_by") and "archived_at" not in facts:
-                mem_id = mem.id
-                reason = known[mem_id] if mem_id in known else reason_of(mem, now, cfg, consent)
-                if reason:
-                    counts[reason] = counts.get(reason, 0) + 1
+        # (every memory of the store: `protected` and `takes_part` inline, the reasons not yet
+        # known found in one call; those found here are not kept, the folder's memories are
+        # let go right after)
+        mems = [item.mem for item in self._all_loaded
+                if (whole or item.changed) and not (facts := item.mem.facts).get("superseded_by")
+                and "archived_at" not in facts]
+        unknown = [mem for mem in mems if mem.id not in known]
+        reasons = [known[mem.id] for mem in mems if mem.id in known]
+        reasons += rules.protection_reasons(unknown, self.now, self.cfg, self.opts.consent)
+        for reason, count in Counter(reasons).items():  # (counted in C)
+            if reason:
+                counts[reason] = counts.get(reason, 0) + count
 
     def _release(self, folder: Folder) -> None:
         self._count_protected()
         self._sign_rewritten()
         self._cover_rewritten()
         self._park_caches(folder)
+        self._close_files()
         self.features.clear()
         self.live.clear()
         self._all_loaded.clear()

@@ -75,12 +75,14 @@ class FileReading:
             raise BadRecordError(self.rel(path), [p.reason for p in problems])
         return mem
 
-    def planned(self, folder: Folder, entries: list[dict[str, Any]]) -> list[Memory]:
-        """Memories known from their index entries alone; each file is read when first needed."""
-        read_record, base = self._read_record, f"{folder.path}/"  # (bound once: a cold pass loads thousands)
+    def planned(self, folder: Folder, entries: list[dict[str, Any]],
+                files: FolderFiles | None = None) -> list[Memory]:
+        """Memories known from their index entries alone; each file is read when first needed
+        (through `files` when given: the caller closes it when done with the folder)."""
+        read_record = self._read_record  # (bound once: a cold pass loads thousands)
 
         def load(mem: Memory) -> dict[str, Any] | None:
-            return read_record(folder, mem.name, mem.size, base)  # (the size its entry and lstat agree on)
+            return read_record(folder, mem.name, mem.size, files)  # (the size its entry and lstat agree on)
 
         def confirm(mem: Memory, record: dict[str, Any]) -> dict[str, Any] | None:
             return self._whole_record(folder, mem.name, record)
@@ -88,7 +90,7 @@ class FileReading:
         return Memory.planned(entries, folder.path, load, confirm)
 
     def _read_record(self, folder: Folder, name: str, size: int | None = None,
-                     base: str | None = None) -> dict[str, Any] | None:
+                     files: FolderFiles | None = None) -> dict[str, Any] | None:
         """The record of a memory planned from its index entry, read when a rule first needs
         its text (a cold pass reads most of a folder this way): as `_read_in` would give it,
         without what the planned memory already has (its hash, size and mtime are the entry's)
@@ -96,7 +98,7 @@ class FileReading:
         used (`model.content_usable`): every other field a rule reads is the entry's, and
         `_whole_record` checks them before the record is rewritten or archived. None when the
         file is gone or bad input. `size`: the file's size when it was listed (`_read_plain`);
-        `base`: the folder's path and a slash.
+        `files`: the folder's `FolderFiles`, which opens it.
 
         The usual file (JSON, live, the size it was listed with) is read and checked inline,
         `_read_plain` and `content_usable` in one frame: this runs once per memory of a cold
@@ -105,7 +107,7 @@ class FileReading:
         if type(size) is int and 0 < size <= MAX_FILE_BYTES and name[-5:] == ".json" \
                 and folder.scope != "archive":
             try:
-                fd = os.open(f"{folder.path}/{name}" if base is None else base + name, _PLAIN_OPEN)
+                fd = os.open(f"{folder.path}/{name}", _PLAIN_OPEN) if files is None else files.open(name)
             except OSError:
                 fd = -1  # (gone, a link: the way below says which)
             if fd >= 0:
@@ -235,6 +237,48 @@ class FileReading:
             return None
         finally:
             os.close(fd)
+
+
+class FolderFiles:
+    """Where the files of a folder's planned memories are opened from: the folder itself,
+    opened once (on the first read), each file then relative to it, which looks up one name
+    instead of every component of its path (a cold pass opens thousands of files; 10-20% of
+    a read's system time). Reads after `close`, and where the folder cannot be opened, go
+    by path. (The folder is opened following links, as a path's components are; the file
+    itself never is: O_NOFOLLOW.)"""
+
+    __slots__ = ("path", "_fd")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None  # not opened yet; -1: by path
+
+    def open(self, name: str) -> int:
+        """The file `name` of the folder, opened as `_read_plain` opens it; raises OSError."""
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = _open_folder(self.path)
+        if fd < 0:
+            return os.open(f"{self.path}/{name}", _PLAIN_OPEN)
+        return os.open(name, _PLAIN_OPEN, dir_fd=fd)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd is not None and fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:  # (planning stopped by an error: its folder is not held open)
+        self.close()
+
+
+def _open_folder(path: Path) -> int:
+    """A folder's descriptor for opening its files relative to it, or -1 (then by path)."""
+    if os.open not in os.supports_dir_fd:
+        return -1
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return -1
 
 
 _PLAIN_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
