@@ -26,6 +26,7 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
             planner.run()
         except BaseException:
             planned.discard(planner.planned)  # no recording will read them
+            planner._close_files()  # (the folder it stopped in is not held open)
             raise
     planner.apply_limit()
     taken = lambda rid: journal.run_dir(store, rid).exists() or log.find_run(store.root, rid) is not None  # noqa: E731

@@ -4,13 +4,14 @@ it would archive, while `--plan-out` and a real run carry their records, with th
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memcli.consolidate import engine
-from memcli.consolidate.planner import plan
+from memcli.consolidate.planner import Planner, plan
 from memcli.consolidate.plantypes import RunOptions
 from memcli.store.memories import reindex
 from memcli.store.model import decode, encode, now
@@ -109,3 +110,42 @@ def test_an_edit_after_reindex_is_seen_by_a_cold_dry_run(store: Path) -> None:
     assert {(a["type"], tuple(a.get("source_ids") or [a.get("memory_id")])) for a in out.actions} == {
         ("merge", (old["id"], other["id"])), ("archive", (used["id"],))}
     assert any(f"{broken['id']}.json" in note for note in out.notes)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files through /proc")
+def test_a_cold_full_run_reads_each_folder_through_its_folder_and_leaves_nothing_open(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full run reads the files of the memories it plans from their index entries relative
+    to their folder (`FolderFiles`), one folder at a time, and holds no folder open once
+    planning is done, with or without an error on the way."""
+    from memcli.store.reading import FolderFiles
+
+    for scope_id in ("coder", "writer"):
+        add(store, summary="Rotate the staging keys every Monday before the deploy", scope_id=scope_id,
+            tags=["k"])
+        add(store, summary="Rotate the staging keys every Monday before the deploy.", scope_id=scope_id,
+            tags=["k"])
+    reindex(Store(store))
+    opened: list[str] = []
+    real_open = FolderFiles.open
+
+    def spy(self: FolderFiles, name: str) -> int:
+        opened.append(self.path.name)
+        return real_open(self, name)
+
+    monkeypatch.setattr(FolderFiles, "open", spy)
+    held = len(os.listdir("/proc/self/fd"))
+    out = engine.consolidate(Store(store), dry_run=True)
+    assert len(os.listdir("/proc/self/fd")) == held
+    assert [a["type"] for a in out.actions] == ["merge", "merge"]
+    assert sorted(set(opened)) == ["coder", "writer"] and len(opened) == 4
+
+    def failing(self: Any) -> None:
+        assert [item.mem.content for item in self.live.values()]
+        assert len(os.listdir("/proc/self/fd")) == held + 1  # (read: the folder is open)
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(Planner, "_apply_rules", failing)
+    with pytest.raises(RuntimeError):
+        engine.consolidate(Store(store), dry_run=True)
+    assert len(os.listdir("/proc/self/fd")) == held

@@ -66,6 +66,35 @@ def test_freshness_at_its_edge(created: str, fresh: bool, now: object) -> None:
         assert rules.is_fresh(mem(created_at=created), now, 7) is fresh
 
 
+_REASON_CASES = [
+    {"priority": "critical", "tags": ["permanent"]}, {"tags": ["x", "permanent", "protected"]},
+    {"tags": ["protected"], "created_by": "USER"}, {"tags": []}, {"tags": None},
+    {"created_by": "USER"}, {"created_by": "USER", "consent": True}, {"created_by": "USER", "consent": "yes"},
+    {"type": "semantic", "subtype": "decision"}, {"type": "procedural", "subtype": "decision"},
+    {"created_at": "2026-11-15T00:00:00Z"}, {"created_at": "2026-11-15T00:00:01Z"},
+    {"created_at": "2026-11-15T01:00:01+01:00"}, {"created_at": "2026-11-15T01:00:00+01:00"},
+    {"created_at": "2026-11-15T00:00:01"}, {"created_at": "2030-01-01T00:00:00Z"}, {"priority": "high"},
+]
+
+
+@pytest.mark.parametrize("consent", [False, True])
+@pytest.mark.parametrize("now", [NOW_DT, NOW_DT.replace(microsecond=500_000)])  # cutoff a string or not
+def test_protection_reasons_in_one_loop_are_the_rule_for_each(consent: bool, now: object) -> None:
+    """`protection_reasons` (the report's counts over every memory) answers as
+    `protection_reason` does for each memory, in order: each exclusion, their precedence,
+    and freshness at its edge, canonical stamps or not."""
+    import datetime as dt
+
+    assert isinstance(now, dt.datetime)
+    mems = [mem(**fields) for fields in _REASON_CASES]
+    for days in (7, 7.5):
+        cfg = Consolidation(min_age_days=days)
+        expected = [rules.protection_reason(m, now, cfg, consent) for m in mems]
+        assert rules.protection_reasons(mems, now, cfg, consent) == expected
+        assert {None, "critical", "permanent", "protected_tag", "decision", "fresh"} <= set(expected)
+    assert rules.protection_reasons([], NOW_DT, CFG) == []
+
+
 def test_run_consent_covers_user_memories() -> None:
     assert rules.protection_reason(mem(created_by="USER"), NOW_DT, CFG, consent=True) is None
 
@@ -136,6 +165,26 @@ def test_needs_summary_edges(length: int, age: int, tags: list[str], expected: b
     m = mem(type="episodic", details="x" * length, created_at=days_ago(age), tags=tags)
     assert rules.needs_summary(m, NOW_DT, CFG) is expected
     assert not rules.needs_summary(mem(type="semantic", details="x" * 6000), NOW_DT, CFG)
+
+
+@pytest.mark.parametrize("created", [
+    "2026-10-23T00:00:00Z", "2026-10-22T23:59:59Z", "2026-10-23T00:00:01Z",  # 30 days before NOW, and a second off
+    "2026-10-23T01:00:00+01:00", "2026-10-23T00:59:59+01:00", "2026-10-22T23:59:59",  # offsets, no zone
+])
+@pytest.mark.parametrize("now", [NOW_DT, NOW_DT.replace(microsecond=500_000)])  # cutoff a string or not
+def test_needs_summary_at_the_age_edge(created: str, now: object) -> None:
+    """A canonical created_at is compared with the cutoff as a string (when the cutoff falls
+    on a whole second), others parsed: the same answers as the rule as written."""
+    import datetime as dt
+
+    from memcli.store.model import parse_ts
+
+    assert isinstance(now, dt.datetime)
+    m = mem(type="episodic", details="x" * 5001, created_at=created)
+    for days in (30, 30.5):
+        cfg = Consolidation(summarize_after_days=days)
+        expected = now - parse_ts(created)[0] > dt.timedelta(days=days)
+        assert rules.needs_summary(m, now, cfg) is expected, days
 
 
 def test_summarized_record_keeps_first_and_last_three_timeline_entries() -> None:

@@ -316,6 +316,93 @@ def test_the_quick_read_of_a_planned_memory_falls_back_on_anything_unusual(store
 
 
 
+@pytest.mark.parametrize("through", ["path", "folder", "closed folder", "folder gone"])
+def test_the_inline_read_with_the_listed_size_gives_what_the_full_way_gives(store: Path, through: str) -> None:
+    """`_read_record(folder, name, size, files)`, the inline read of the usual file (the size
+    it was listed with), opened by path or relative to its folder (`FolderFiles`; by path
+    once closed, or when the folder cannot be opened): the same answer as the way without a
+    size for every kind of file: the record, or None for one nested too deep, a link (never
+    followed), a FIFO, a folder, not an object, not JSON, another id, content not an
+    object, a file grown or shrunk since it was listed, a file gone."""
+    from memcli.store.memories import reindex
+    from memcli.store.model import MAX_DEPTH
+    from memcli.store.reading import FolderFiles
+
+    usual = add(store, summary="usual record")
+    nested = add(store, content={"summary": "many lists", "steps": [[n] for n in range(MAX_DEPTH + 5)]})
+    deep: object = "x"
+    for _ in range(MAX_DEPTH + 2):
+        deep = [deep]
+    too_deep = add(store, content={"summary": "nested too deep", "x": deep})
+    kinds = ("link", "fifo", "folder", "list", "json", "other id", "content", "details", "grown", "shrunk")
+    others = {kind: add(store, summary=kind) for kind in kinds}
+    s = Store(store)
+    reindex(s)
+    folder = s.folder("agent", "coder")
+    where = store / "agent" / "coder"
+    sizes = {p.name: p.stat().st_size for p in where.iterdir()}
+
+    def name(record: dict[str, Any]) -> str:
+        return f"{record['id']}.json"
+
+    link = where / name(others["link"])
+    link.unlink()
+    link.symlink_to(where / name(usual))
+    os.unlink(where / name(others["fifo"]))
+    os.mkfifo(where / name(others["fifo"]))
+    os.unlink(where / name(others["folder"]))
+    (where / name(others["folder"])).mkdir()
+    replaced = {"list": [others["list"]], "other id": {**others["other id"], "id": "mem_other"},
+                "content": {**others["content"], "content": "text"},
+                "details": {**others["details"], "content": {"details": 3}}}
+    for kind, value in replaced.items():
+        (where / name(others[kind])).write_bytes(orjson.dumps(value))
+    (where / name(others["json"])).write_text('{"id": ')
+    grown = where / name(others["grown"])
+    grown.write_bytes(grown.read_bytes() + b" ")
+    shrunk = where / name(others["shrunk"])
+    shrunk.write_bytes(orjson.dumps(others["shrunk"]))
+    files = None if through == "path" else FolderFiles(where if through != "folder gone" else where / "gone")
+    if through == "closed folder":
+        assert files is not None
+        files.close()
+    expected = {name(usual): usual, name(nested): nested, name(too_deep): None,
+                **{name(r): None for k, r in others.items() if k not in ("grown", "shrunk")},
+                name(others["grown"]): others["grown"], name(others["shrunk"]): others["shrunk"]}
+    for file, wanted in expected.items():
+        assert s._read_record(folder, file) == wanted, file  # (the way without a size)
+        assert s._read_record(folder, file, sizes[file], files) == wanted, file
+    assert s._read_record(folder, "mem_gone.json", 300, files) is None
+    if files is not None:
+        files.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files through /proc")
+def test_folder_files_open_relative_to_the_folder_until_closed(store: Path) -> None:
+    """`FolderFiles` opens the folder on its first read and each file relative to it, never
+    following a link to the file; once closed, it holds nothing open and opens by path."""
+    from memcli.store.reading import FolderFiles
+
+    where = store / "agent" / "coder"
+    where.mkdir(parents=True)
+    (where / "a.json").write_bytes(b"{}")
+    (where / "link.json").symlink_to(where / "a.json")
+    files = FolderFiles(where)
+    held = len(os.listdir("/proc/self/fd"))
+    fd = files.open("a.json")
+    assert os.read(fd, 10) == b"{}"
+    os.close(fd)
+    assert len(os.listdir("/proc/self/fd")) == held + 1  # the folder, held for the next read
+    with pytest.raises(OSError):
+        files.open("link.json")
+    files.close()
+    assert len(os.listdir("/proc/self/fd")) == held
+    fd = files.open("a.json")  # by path now
+    os.close(fd)
+    assert len(os.listdir("/proc/self/fd")) == held
+    files.close()  # (twice: nothing to close)
+
+
 def test_the_quick_read_with_the_listed_size_needs_no_fstat_and_falls_back_otherwise(
         store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`_read_plain(path, size)`: a file of the size it was listed with is read in one call,
