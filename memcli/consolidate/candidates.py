@@ -76,8 +76,10 @@ _EMPTY = (1 << _SIG_BITS) - 1  # the signature value of a text with no shingles
 # CPU's cache between passes, where chunks of a million characters did not (the passes then
 # ran at memory speed: with 64-bit hashes of sorted-token strings, 20,000 texts of 2,300
 # characters hashed in 2.4 s, against 1.1 s in chunks of 64k). Memory stays flat whatever the
-# number or length of the texts.
-_CHARS_PER_CHUNK = 65_536
+# number or length of the texts. A chunk also costs about 150 us whatever its size (some fifty
+# numpy calls): since the work arrays are reused (`_Work`), chunks of 128k characters sign
+# long texts about 5% faster than chunks of 64k, and chunks of 16k half as fast again.
+_CHARS_PER_CHUNK = 131_072
 # ... and the densification runs on the bin minima of up to this many texts at once: its cost
 # is mostly per call (a few dozen numpy calls, whatever the number of rows), but its (rows,
 # bins) temporaries of 8 bytes a value weigh 0.8 MB each at 512 rows, 3 MB at 2,048 (which
@@ -167,7 +169,10 @@ class _Work:
 def _signature_bytes(minima: npt.NDArray[np.uint32], work: _Work) -> list[bytes]:
     """The signatures of texts whose bin minima are these rows."""
     values = _densify(minima, work)
-    return [row.tobytes() for row in values.astype(_SIG_DTYPE, copy=False)]
+    width = values.shape[1] * _SIG_DTYPE.itemsize
+    # (slices of one bytes object: a row's own tobytes() costs a view and a call, 1-2 us a text)
+    flat = values.astype(_SIG_DTYPE, copy=False).tobytes()
+    return [flat[at : at + width] for at in range(0, len(flat), width)]
 
 
 _U32 = np.uint32
@@ -217,67 +222,68 @@ def _bin_minima_into(texts: list[str], minima: npt.NDArray[np.uint32], work: _Wo
     space = np.equal(points, _SPACE, out=work.get("space", len(points), np.bool_))
     # a window is kept when its 3 inner characters are in a token, or when a token of 1 or 2
     # characters starts at p + 1 (its padded form ends at p + 2 or p + 3: `short`)
-    ends_soon = np.bitwise_or(space[1 : count + 1], space[2 : count + 2], out=work.get("ends", count, np.bool_))
+    ends_soon = np.bitwise_or(space[1 : count + 1], space[2 : count + 2],
+                              out=work.get("ends", count, np.bool_))
     ends_soon |= space[3 : count + 3]
     # (booleans: a & ~b is a > b; and as `short` lies within `ends_soon`, ~ends_soon | short
     # is ends_soon <= short)
     short = np.greater(space[:count], space[1 : count + 1], out=work.get("short", count, np.bool_))
     short &= ends_soon
     keep = np.less_equal(ends_soon, short, out=ends_soon)
-    with np.errstate(over="ignore"):  # the arithmetic is meant to wrap mod 2**32
-        # p0 B^4 + p1 B^3 + p2 B^2 + p3 B + p4 in six passes: 2-grams p0 B + p1, 4-grams
-        # (p0 B + p1) B^2 + p2 B + p3, 5-grams B * 4-gram + p4
-        hashes, scratch = work.get("hashes", count + 3, _U32), work.get("fours", count + 3, _U32)
-        np.multiply(points[:-1], _NGRAM_BASE, out=hashes)
-        hashes += points[1:]
-        np.multiply(hashes[: count + 1], _NGRAM_BASE_2, out=scratch[: count + 1])
-        scratch[: count + 1] += hashes[2:]
-        fours, hashes = scratch[:count], hashes[:count]
-        # a short token's shingle is its padded form's 4-gram, the character after the padding
-        # taken out for a token of one character (" a " and a NUL)
-        short_at = np.flatnonzero(short)
-        one = space[short_at + 2]
-        padded = fours[short_at] - np.where(one, points[short_at + 3], 0).astype(_U32)
-        np.multiply(fours, _NGRAM_BASE, out=hashes)
-        hashes += points[n - 1 :]
-        hashes[short_at] = padded
-        kept = np.flatnonzero(keep)
-        hashes = hashes.take(kept, out=work.get("kept", len(kept), _U32), mode="clip")
-        # the first slot of the row of each kept window's text: a text's windows are those
-        # from the space before it to its last character (that of their character p + 1)
-        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
-        starts = np.cumsum(lengths) - lengths
-        bounds = np.searchsorted(kept, starts).tolist()
-        row = kept  # (the windows' positions, no longer needed: a new array costs page faults)
-        for first, (start, end) in enumerate(zip(bounds, bounds[1:] + [len(kept)], strict=True)):
-            row[start:end] = first * bins
-        scratch = work.get("scratch", len(kept), _U32)
-        _mix32_into(hashes, scratch)
-        quotient = np.floor_divide(hashes, _U32(bins), out=work.get("quotient", len(kept), _U32))
-        # slot = row + hash % bins = hash - quotient * bins + row: a multiply, a subtraction
-        # and an addition (hash % bins would be a real division a shingle; hash // bins is a
-        # multiply and shift, numpy divides by a constant that way); in 64 bits, which
-        # minimum.at takes as they are (it converts 32-bit indices first)
-        np.multiply(quotient, _U32(bins), out=scratch)
-        hashes -= scratch
-        slot = np.add(hashes, row, out=row)
-        flat = minima.reshape(-1)
-        flat.fill(_MAX32)
-        np.minimum.at(flat, slot, quotient)
+    # (the arithmetic wraps mod 2**32, as meant: numpy's integer arrays do so silently, only
+    # its scalars warn; and an errstate costs a few us a chunk)
+    # p0 B^4 + p1 B^3 + p2 B^2 + p3 B + p4 in six passes: 2-grams p0 B + p1, 4-grams
+    # (p0 B + p1) B^2 + p2 B + p3, 5-grams B * 4-gram + p4
+    hashes, scratch = work.get("hashes", count + 3, _U32), work.get("fours", count + 3, _U32)
+    np.multiply(points[:-1], _NGRAM_BASE, out=hashes)
+    hashes += points[1:]
+    np.multiply(hashes[: count + 1], _NGRAM_BASE_2, out=scratch[: count + 1])
+    scratch[: count + 1] += hashes[2:]
+    fours, hashes = scratch[:count], hashes[:count]
+    # a short token's shingle is its padded form's 4-gram, the character after the padding
+    # taken out for a token of one character (" a " and a NUL)
+    short_at = np.flatnonzero(short)
+    one = space[short_at + 2]
+    padded = fours[short_at] - np.where(one, points[short_at + 3], 0).astype(_U32)
+    np.multiply(fours, _NGRAM_BASE, out=hashes)
+    hashes += points[n - 1 :]
+    hashes[short_at] = padded
+    kept = np.flatnonzero(keep)
+    hashes = hashes.take(kept, out=work.get("kept", len(kept), _U32), mode="clip")
+    # the first slot of the row of each kept window's text: a text's windows are those
+    # from the space before it to its last character (that of their character p + 1)
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+    starts = np.cumsum(lengths) - lengths
+    bounds = np.searchsorted(kept, starts).tolist()
+    row = kept  # (the windows' positions, no longer needed: a new array costs page faults)
+    for first, (start, end) in enumerate(zip(bounds, bounds[1:] + [len(kept)], strict=True)):
+        row[start:end] = first * bins
+    scratch = work.get("scratch", len(kept), _U32)
+    _mix32_into(hashes, scratch)
+    quotient = np.floor_divide(hashes, _U32(bins), out=work.get("quotient", len(kept), _U32))
+    # slot = row + hash % bins = hash - quotient * bins + row: a multiply, a subtraction
+    # and an addition (hash % bins would be a real division a shingle; hash // bins is a
+    # multiply and shift, numpy divides by a constant that way); in 64 bits, which
+    # minimum.at takes as they are (it converts 32-bit indices first)
+    np.multiply(quotient, _U32(bins), out=scratch)
+    hashes -= scratch
+    slot = np.add(hashes, row, out=row)
+    flat = minima.reshape(-1)
+    flat.fill(_MAX32)
+    np.minimum.at(flat, slot, quotient)
 
 
 def _mix32_into(z: npt.NDArray[np.uint32], scratch: npt.NDArray[np.uint32]) -> None:
     """MurmurHash3's 32-bit finaliser of `z` in place (a fixed bijective mixer; `scratch`: a
-    work array of the same size)."""
-    with np.errstate(over="ignore"):
-        np.right_shift(z, _U32(16), out=scratch)
-        z ^= scratch
-        z *= _U32(0x85EBCA6B)
-        np.right_shift(z, _U32(13), out=scratch)
-        z ^= scratch
-        z *= _U32(0xC2B2AE35)
-        np.right_shift(z, _U32(16), out=scratch)
-        z ^= scratch
+    work array of the same size; the products wrap mod 2**32, silently for arrays)."""
+    np.right_shift(z, _U32(16), out=scratch)
+    z ^= scratch
+    z *= _U32(0x85EBCA6B)
+    np.right_shift(z, _U32(13), out=scratch)
+    z ^= scratch
+    z *= _U32(0xC2B2AE35)
+    np.right_shift(z, _U32(16), out=scratch)
+    z ^= scratch
 
 
 def _densify(minima: npt.NDArray[np.uint32], work: _Work | None = None) -> npt.NDArray[np.uint16]:
