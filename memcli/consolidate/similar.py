@@ -361,6 +361,7 @@ class PairFilter:
         for a, b in linked:
             self._near.setdefault(a, []).append(b)
             self._near.setdefault(b, []).append(a)
+        self._partners: dict[int, list[int]] = {}  # by label: members of one label share theirs
 
     def allows(self, i: int, j: int) -> bool:
         a, b = self.labels[i], self.labels[j]
@@ -369,12 +370,16 @@ class PairFilter:
         return (a, b) in self.linked if a < b else (b, a) in self.linked
 
     def partners(self, i: int) -> list[int]:
-        """The positions j (any, including i itself) that (i, j) may pair with, in order."""
+        """The positions j (any, including i itself) that (i, j) may pair with, in order (a
+        list shared by the members of i's tag set: not to be changed)."""
         label = self.labels[i]
-        found = list(self._by_label[label]) if self.same else []
-        for other in self._near.get(label, ()):
-            found += self._by_label[other]
-        return sorted(found)
+        found = self._partners.get(label)
+        if found is None:
+            found = list(self._by_label[label]) if self.same else []
+            for other in self._near.get(label, ()):
+                found += self._by_label[other]
+            found = self._partners[label] = sorted(found)
+        return found
 
     def members(self) -> list[int]:
         """The positions with at least one allowed partner, in order."""
