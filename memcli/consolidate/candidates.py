@@ -139,13 +139,13 @@ def signatures(norm_texts: Iterable[str], *, num_perm: int = DEFAULT_NUM_PERM) -
             rows += len(chunk)
             chunk, size = [], 0
             if rows == batch:
-                out.extend(_signature_bytes(minima, work))
+                out.extend(_signature_bytes(minima))
                 rows = 0
     if chunk:
         _bin_minima_into(chunk, minima[rows : rows + len(chunk)], work)
         rows += len(chunk)
     if rows:
-        out.extend(_signature_bytes(minima[:rows], work))
+        out.extend(_signature_bytes(minima[:rows]))
     return out
 
 
@@ -166,9 +166,9 @@ class _Work:
         return found[:size]
 
 
-def _signature_bytes(minima: npt.NDArray[np.uint32], work: _Work) -> list[bytes]:
+def _signature_bytes(minima: npt.NDArray[np.uint32]) -> list[bytes]:
     """The signatures of texts whose bin minima are these rows."""
-    values = _densify(minima, work)
+    values = _densify(minima)
     width = values.shape[1] * _SIG_DTYPE.itemsize
     # (slices of one bytes object: a row's own tobytes() costs a view and a call, 1-2 us a text)
     flat = values.astype(_SIG_DTYPE, copy=False).tobytes()
@@ -268,6 +268,8 @@ def _bin_minima_into(texts: list[str], minima: npt.NDArray[np.uint32], work: _Wo
     np.multiply(quotient, _U32(bins), out=scratch)
     hashes -= scratch
     slot = np.add(hashes, row, out=row)
+    if not minima.flags.c_contiguous:  # (filled through a flat view)
+        raise ValueError("minima must be C-contiguous")
     flat = minima.reshape(-1)
     flat.fill(_MAX32)
     np.minimum.at(flat, slot, quotient)
@@ -286,7 +288,7 @@ def _mix32_into(z: npt.NDArray[np.uint32], scratch: npt.NDArray[np.uint32]) -> N
     z ^= scratch
 
 
-def _densify(minima: npt.NDArray[np.uint32], work: _Work | None = None) -> npt.NDArray[np.uint16]:
+def _densify(minima: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint16]:
     """Fill each empty bin from a non-empty one, then keep 16 mixed bits of each value.
 
     "Optimal densification": empty bin j probes bins in its own fixed pseudo-random order and
@@ -360,8 +362,10 @@ def _probe(filled: npt.NDArray[np.bool_], base: npt.NDArray[np.int64], column: n
             return source
         missed = np.flatnonzero(~hit)
         waiting, base, column = waiting.take(missed), base.take(missed), column.take(missed)
-    by_row = filled.reshape(-1, bins)[base // bins]
-    source[waiting] = base + by_row.argmax(axis=1)
+    # (the first non-empty bin of each row, once a row: an array of the waiting bins' rows
+    # would hold waiting times bins values, GBs for a short text at tens of thousands of bins)
+    first_filled = filled.reshape(-1, bins).argmax(axis=1)
+    source[waiting] = base + first_filled.take(base // bins)
     return source
 
 
