@@ -215,6 +215,8 @@ def _bin_minima_into(texts: list[str], minima: npt.NDArray[np.uint32], work: _Wo
     if n != 5:  # (the two-step rolling below is written for 5-grams)
         raise AssertionError("SHINGLE_CHARS is 5")
     bins = minima.shape[1]
+    if not minima.flags.c_contiguous:  # (filled through a flat view)
+        raise ValueError("minima must be C-contiguous")
     # (a space before the first text and enough after the last for every window to exist)
     joined = " " + " ".join(texts) + "    "
     points = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
@@ -268,8 +270,6 @@ def _bin_minima_into(texts: list[str], minima: npt.NDArray[np.uint32], work: _Wo
     np.multiply(quotient, _U32(bins), out=scratch)
     hashes -= scratch
     slot = np.add(hashes, row, out=row)
-    if not minima.flags.c_contiguous:  # (filled through a flat view)
-        raise ValueError("minima must be C-contiguous")
     flat = minima.reshape(-1)
     flat.fill(_MAX32)
     np.minimum.at(flat, slot, quotient)
@@ -364,8 +364,9 @@ def _probe(filled: npt.NDArray[np.bool_], base: npt.NDArray[np.int64], column: n
         waiting, base, column = waiting.take(missed), base.take(missed), column.take(missed)
     # (the first non-empty bin of each row, once a row: an array of the waiting bins' rows
     # would hold waiting times bins values, GBs for a short text at tens of thousands of bins)
-    first_filled = filled.reshape(-1, bins).argmax(axis=1)
-    source[waiting] = base + first_filled.take(base // bins)
+    if len(waiting):
+        first_filled = filled.reshape(-1, bins).argmax(axis=1)
+        source[waiting] = base + first_filled.take(base // bins)
     return source
 
 
