@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -75,8 +76,10 @@ _EMPTY = (1 << _SIG_BITS) - 1  # the signature value of a text with no shingles
 # CPU's cache between passes, where chunks of a million characters did not (the passes then
 # ran at memory speed: with 64-bit hashes of sorted-token strings, 20,000 texts of 2,300
 # characters hashed in 2.4 s, against 1.1 s in chunks of 64k). Memory stays flat whatever the
-# number or length of the texts.
-_CHARS_PER_CHUNK = 65_536
+# number or length of the texts. A chunk also costs about 150 us whatever its size (some fifty
+# numpy calls): since the work arrays are reused (`_Work`), chunks of 128k characters sign
+# long texts about 5% faster than chunks of 64k, and chunks of 16k half as fast again.
+_CHARS_PER_CHUNK = 131_072
 # ... and the densification runs on the bin minima of up to this many texts at once: its cost
 # is mostly per call (a few dozen numpy calls, whatever the number of rows), but its (rows,
 # bins) temporaries of 8 bytes a value weigh 0.8 MB each at 512 rows, 3 MB at 2,048 (which
@@ -119,32 +122,57 @@ def signatures(norm_texts: Iterable[str], *, num_perm: int = DEFAULT_NUM_PERM) -
     """
     if not 1 <= num_perm <= _MAX_PERM:
         raise ValueError(f"num_perm must be 1 to {_MAX_PERM}")
+    # texts densified at once: _TEXTS_PER_CHUNK at the default width, fewer at a wider one (the
+    # densification's work arrays hold a value a bin: 65,536 bins of 512 texts weigh GBs)
+    batch = max(1, _TEXTS_PER_CHUNK * DEFAULT_NUM_PERM // num_perm)
+    minima = np.empty((batch, num_perm), dtype=_U32)  # bin minima of the texts not yet densified
+    work = _Work()
     out: list[bytes] = []
-    minima: list[npt.NDArray[np.uint32]] = []  # bin minima of the texts hashed, not yet densified
     rows = 0
     chunk: list[str] = []
     size = 0
     for text in norm_texts:
         chunk.append(text)
         size += len(text)
-        if size >= _CHARS_PER_CHUNK or len(chunk) == _TEXTS_PER_CHUNK:
-            minima.append(_bin_minima(chunk, num_perm))
+        if size >= _CHARS_PER_CHUNK or rows + len(chunk) == batch:
+            _bin_minima_into(chunk, minima[rows : rows + len(chunk)], work)
             rows += len(chunk)
             chunk, size = [], 0
-            if rows >= _TEXTS_PER_CHUNK:
+            if rows == batch:
                 out.extend(_signature_bytes(minima))
-                minima, rows = [], 0
+                rows = 0
     if chunk:
-        minima.append(_bin_minima(chunk, num_perm))
-    if minima:
-        out.extend(_signature_bytes(minima))
+        _bin_minima_into(chunk, minima[rows : rows + len(chunk)], work)
+        rows += len(chunk)
+    if rows:
+        out.extend(_signature_bytes(minima[:rows]))
     return out
 
 
-def _signature_bytes(minima: list[npt.NDArray[np.uint32]]) -> list[bytes]:
-    """The signatures of texts whose bin minima are these (row blocks, in order)."""
-    values = _densify(minima[0] if len(minima) == 1 else np.concatenate(minima))
-    return [row.tobytes() for row in values.astype(_SIG_DTYPE)]
+class _Work:
+    """Work arrays reused from one chunk of texts to the next. Allocating a chunk's arrays
+    afresh each time cost more than some of the passes over them: arrays of a few hundred KB
+    come from and go back to the system (60,000 page faults signing 20,000 long texts, 0.09 s
+    of system time, 0.5 s with chunks twice as large)."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, npt.NDArray[np.generic]] = {}
+
+    def get(self, name: str, size: int, dtype: type[np.generic]) -> npt.NDArray[Any]:
+        """A work array of `size` values (contents undefined), the same storage each call."""
+        found = self.arrays.get(name)
+        if found is None or len(found) < size:
+            found = self.arrays[name] = np.empty(size + size // 4, dtype=dtype)
+        return found[:size]
+
+
+def _signature_bytes(minima: npt.NDArray[np.uint32]) -> list[bytes]:
+    """The signatures of texts whose bin minima are these rows."""
+    values = _densify(minima)
+    width = values.shape[1] * _SIG_DTYPE.itemsize
+    # (slices of one bytes object: a row's own tobytes() costs a view and a call, 1-2 us a text)
+    flat = values.astype(_SIG_DTYPE, copy=False).tobytes()
+    return [flat[at : at + width] for at in range(0, len(flat), width)]
 
 
 _U32 = np.uint32
@@ -160,9 +188,17 @@ _SPACE = 0x20
 
 def _bin_minima(texts: list[str], bins: int) -> npt.NDArray[np.uint32]:
     """(len(texts), bins) smallest quotient of each bin (``_MAX32``: empty) for normalised
-    texts: every shingle of a text (:data:`SHINGLE_CHARS`) is hashed (a polynomial in its code
-    points, then the MurmurHash3 finaliser, mod 2**32), falls into bin ``hash % bins`` and
-    offers ``hash // bins``.
+    texts (see :func:`_bin_minima_into`)."""
+    minima = np.empty((len(texts), bins), dtype=_U32)
+    _bin_minima_into(texts, minima, _Work())
+    return minima
+
+
+def _bin_minima_into(texts: list[str], minima: npt.NDArray[np.uint32], work: _Work) -> None:
+    """Fill `minima` (len(texts), bins) with the smallest quotient of each bin (``_MAX32``:
+    empty) for normalised texts: every shingle of a text (:data:`SHINGLE_CHARS`) is hashed (a
+    polynomial in its code points, then the MurmurHash3 finaliser, mod 2**32), falls into bin
+    ``hash % bins`` and offers ``hash // bins``.
 
     The shingles are the 5-grams of each token padded with a space on both sides (" word "
     gives " word" and "word "), and a token of one or two characters is one shingle of its own
@@ -173,74 +209,83 @@ def _bin_minima(texts: list[str], bins: int) -> npt.NDArray[np.uint32]:
 
     The texts are joined by spaces: a 5-gram whose three inner characters hold no space lies
     within one token of one text, the others are dropped. Every step is one pass of a numpy
-    operation over the chunk, in place where it can be (each temporary would be written and
-    read once more)."""
+    operation over the chunk, into `work`'s arrays or in place (each temporary would be
+    written and read once more, and allocated)."""
     n = SHINGLE_CHARS
     if n != 5:  # (the two-step rolling below is written for 5-grams)
         raise AssertionError("SHINGLE_CHARS is 5")
+    bins = minima.shape[1]
+    if not minima.flags.c_contiguous:  # (filled through a flat view)
+        raise ValueError("minima must be C-contiguous")
     # (a space before the first text and enough after the last for every window to exist)
     joined = " " + " ".join(texts) + "    "
     points = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
     count = len(points) - n + 1  # windows: 5 characters from position p
-    space = points == _SPACE
+    space = np.equal(points, _SPACE, out=work.get("space", len(points), np.bool_))
     # a window is kept when its 3 inner characters are in a token, or when a token of 1 or 2
     # characters starts at p + 1 (its padded form ends at p + 2 or p + 3: `short`)
-    ends_soon = space[1 : count + 1] | space[2 : count + 2]
+    ends_soon = np.bitwise_or(space[1 : count + 1], space[2 : count + 2],
+                              out=work.get("ends", count, np.bool_))
     ends_soon |= space[3 : count + 3]
-    short = space[:count] & ~space[1 : count + 1]
+    # (booleans: a & ~b is a > b; and as `short` lies within `ends_soon`, ~ends_soon | short
+    # is ends_soon <= short)
+    short = np.greater(space[:count], space[1 : count + 1], out=work.get("short", count, np.bool_))
     short &= ends_soon
-    keep = ~ends_soon
-    keep |= short
-    minima = np.full(len(texts) * bins, _MAX32, dtype=_U32)
-    with np.errstate(over="ignore"):  # the arithmetic is meant to wrap mod 2**32
-        # p0 B^4 + p1 B^3 + p2 B^2 + p3 B + p4 in six passes: 2-grams p0 B + p1, 4-grams
-        # (p0 B + p1) B^2 + p2 B + p3, 5-grams B * 4-gram + p4
-        hashes, scratch = np.empty(count + 3, dtype=_U32), np.empty(count + 3, dtype=_U32)
-        np.multiply(points[:-1], _NGRAM_BASE, out=hashes)
-        hashes += points[1:]
-        np.multiply(hashes[: count + 1], _NGRAM_BASE_2, out=scratch[: count + 1])
-        scratch[: count + 1] += hashes[2:]
-        fours, hashes = scratch[:count], hashes[:count]
-        # a short token's shingle is its padded form's 4-gram, the character after the padding
-        # taken out for a token of one character (" a " and a NUL)
-        short_at = np.flatnonzero(short)
-        one = space[short_at + 2]
-        padded = fours[short_at] - np.where(one, points[short_at + 3], 0).astype(_U32)
-        np.multiply(fours, _NGRAM_BASE, out=hashes)
-        hashes += points[n - 1 :]
-        hashes[short_at] = padded
-        hashes = hashes[keep]
-        # the first slot of the row of each kept window's text: a text's windows are those
-        # from the space before it to its last character (that of their character p + 1)
-        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
-        starts = np.cumsum(lengths) - lengths
-        per_text = np.add.reduceat(keep, starts, dtype=np.int64)
-        row = np.repeat(np.arange(0, len(texts) * bins, bins, dtype=_U32), per_text)
-        scratch = np.empty_like(hashes)
-        _mix32_into(hashes, scratch)
-        quotient = hashes // _U32(bins)
-        # slot = row + hash % bins = hash - quotient * bins + row: a multiply, a subtraction
-        # and an addition (hash % bins would be a real division a shingle; hash // bins is a
-        # multiply and shift, numpy divides by a constant that way)
-        np.multiply(quotient, _U32(bins), out=scratch)
-        hashes -= scratch
-        hashes += row
-        np.minimum.at(minima, hashes, quotient)
-    return minima.reshape(len(texts), bins)
+    keep = np.less_equal(ends_soon, short, out=ends_soon)
+    # (the arithmetic wraps mod 2**32, as meant: numpy's integer arrays do so silently, only
+    # its scalars warn; and an errstate costs a few us a chunk)
+    # p0 B^4 + p1 B^3 + p2 B^2 + p3 B + p4 in six passes: 2-grams p0 B + p1, 4-grams
+    # (p0 B + p1) B^2 + p2 B + p3, 5-grams B * 4-gram + p4
+    hashes, scratch = work.get("hashes", count + 3, _U32), work.get("fours", count + 3, _U32)
+    np.multiply(points[:-1], _NGRAM_BASE, out=hashes)
+    hashes += points[1:]
+    np.multiply(hashes[: count + 1], _NGRAM_BASE_2, out=scratch[: count + 1])
+    scratch[: count + 1] += hashes[2:]
+    fours, hashes = scratch[:count], hashes[:count]
+    # a short token's shingle is its padded form's 4-gram, the character after the padding
+    # taken out for a token of one character (" a " and a NUL)
+    short_at = np.flatnonzero(short)
+    one = space[short_at + 2]
+    padded = fours[short_at] - np.where(one, points[short_at + 3], 0).astype(_U32)
+    np.multiply(fours, _NGRAM_BASE, out=hashes)
+    hashes += points[n - 1 :]
+    hashes[short_at] = padded
+    kept = np.flatnonzero(keep)
+    hashes = hashes.take(kept, out=work.get("kept", len(kept), _U32), mode="clip")
+    # the first slot of the row of each kept window's text: a text's windows are those
+    # from the space before it to its last character (that of their character p + 1)
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+    starts = np.cumsum(lengths) - lengths
+    bounds = np.searchsorted(kept, starts).tolist()
+    row = kept  # (the windows' positions, no longer needed: a new array costs page faults)
+    for first, (start, end) in enumerate(zip(bounds, bounds[1:] + [len(kept)], strict=True)):
+        row[start:end] = first * bins
+    scratch = work.get("scratch", len(kept), _U32)
+    _mix32_into(hashes, scratch)
+    quotient = np.floor_divide(hashes, _U32(bins), out=work.get("quotient", len(kept), _U32))
+    # slot = row + hash % bins = hash - quotient * bins + row: a multiply, a subtraction
+    # and an addition (hash % bins would be a real division a shingle; hash // bins is a
+    # multiply and shift, numpy divides by a constant that way); in 64 bits, which
+    # minimum.at takes as they are (it converts 32-bit indices first)
+    np.multiply(quotient, _U32(bins), out=scratch)
+    hashes -= scratch
+    slot = np.add(hashes, row, out=row)
+    flat = minima.reshape(-1)
+    flat.fill(_MAX32)
+    np.minimum.at(flat, slot, quotient)
 
 
 def _mix32_into(z: npt.NDArray[np.uint32], scratch: npt.NDArray[np.uint32]) -> None:
     """MurmurHash3's 32-bit finaliser of `z` in place (a fixed bijective mixer; `scratch`: a
-    work array of the same size)."""
-    with np.errstate(over="ignore"):
-        np.right_shift(z, _U32(16), out=scratch)
-        z ^= scratch
-        z *= _U32(0x85EBCA6B)
-        np.right_shift(z, _U32(13), out=scratch)
-        z ^= scratch
-        z *= _U32(0xC2B2AE35)
-        np.right_shift(z, _U32(16), out=scratch)
-        z ^= scratch
+    work array of the same size; the products wrap mod 2**32, silently for arrays)."""
+    np.right_shift(z, _U32(16), out=scratch)
+    z ^= scratch
+    z *= _U32(0x85EBCA6B)
+    np.right_shift(z, _U32(13), out=scratch)
+    z ^= scratch
+    z *= _U32(0xC2B2AE35)
+    np.right_shift(z, _U32(16), out=scratch)
+    z ^= scratch
 
 
 def _densify(minima: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint16]:
@@ -252,32 +297,91 @@ def _densify(minima: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint16]:
     from the next bin on the right would make whole LSH bands copies of one value).
     """
     rows, bins = minima.shape
-    filled = minima != _MAX32
-    source = np.broadcast_to(np.arange(bins), (rows, bins)).copy()
-    # Only the empty bins probe, each until it finds a non-empty one: a chunk of texts has a
-    # few empty bins in most rows, and probing whole (rows, bins) arrays once per attempt cost
-    # more than hashing the shingles.
-    at_row, at_bin = np.nonzero(~filled)
-    found = np.full(len(at_row), -1, dtype=np.int64)
-    waiting = np.arange(len(at_row))
-    for probes in _probe_order(bins).T:
-        if not waiting.size:
+    flat = minima.ravel()
+    filled = flat != _MAX32
+    values = flat.astype(_U64)
+    # Only the empty bins probe, each until it finds a non-empty one, and all in flat
+    # positions (row * bins + bin): a short text leaves a third or more of its bins empty, and
+    # indexing (rows, bins) arrays by pairs of index arrays cost three times as much.
+    empty = np.flatnonzero(~filled)
+    if empty.size:
+        column = empty % bins
+        source = _probe(filled, empty - column, column, bins)
+        salt = (column + 1).astype(_U64)
+        with np.errstate(over="ignore"):
+            salt *= _U64(0x9E3779B97F4A7C15)
+        salt ^= values.take(source)
+        values[empty] = salt
+    _splitmix64_into(values)
+    mixed = values.astype(np.uint16)  # (the low 16 bits)
+    # _EMPTY means "no shingles": a text with shingles never takes it, one without always does
+    np.minimum(mixed, _U16(_EMPTY - 1), out=mixed)
+    out = mixed.reshape(rows, bins)
+    if empty.size:
+        out[~filled.reshape(rows, bins).any(axis=1)] = _EMPTY
+    return out
+
+
+_U16 = np.uint16
+
+
+# Once the empty bins still probing times their probes left are at most this many, they try
+# all those probes at once: the last few bins of a batch (or the many of one short text) would
+# otherwise cost a round of numpy calls each probe, up to 24 of them (0.6 ms for a text of 80
+# characters signed alone).
+_PROBE_AT_ONCE = 8192
+
+
+def _probe(filled: npt.NDArray[np.bool_], base: npt.NDArray[np.int64], column: npt.NDArray[np.int64],
+           bins: int) -> npt.NDArray[np.int64]:
+    """For empty bins at flat positions ``base + column`` (``base``: their row's first), the
+    flat position of the bin each borrows from: the first non-empty one of its probe order
+    (:func:`_probe_order`), else the first non-empty bin of its row (a text of a few
+    shingles), else the row's first bin (a text without shingles: its value is replaced)."""
+    order = _probe_order(bins)
+    attempts = order.shape[1]
+    source = np.empty(len(base), dtype=np.int64)
+    waiting = np.arange(len(base))  # positions (in `base`) still probing
+    for first in range(attempts):
+        if len(waiting) * (attempts - first) <= _PROBE_AT_ONCE:
+            tried = order[:, first:].take(column, axis=0)  # (waiting, probes left)
+            tried += base[:, None]
+            hit = filled.take(tried)
+            at = hit.argmax(axis=1)  # the first probe that found one (0 also when none did)
+            rows = np.arange(len(at))
+            found = np.flatnonzero(hit[rows, at])
+            source[waiting.take(found)] = tried[found, at.take(found)]
+            missed = np.flatnonzero(~hit.any(axis=1))
+            waiting, base = waiting.take(missed), base.take(missed)
             break
-        tried = probes[at_bin[waiting]]
-        hit = filled[at_row[waiting], tried]
-        found[waiting[hit]] = tried[hit]
-        waiting = waiting[~hit]
-    # Rarely every probe is empty (a text of a few shingles): fall back to any non-empty bin.
-    found[waiting] = filled[at_row[waiting]].argmax(axis=1)
-    source[at_row, at_bin] = found
-    values = np.take_along_axis(minima, source, axis=1).astype(_U64)
-    salt = np.where(filled, _U64(0), np.arange(bins, dtype=_U64) + _U64(1))
+        tried = base + order[:, first].take(column)
+        hit = filled.take(tried)
+        found = np.flatnonzero(hit)
+        source[waiting.take(found)] = tried.take(found)
+        if len(found) == len(waiting):
+            return source
+        missed = np.flatnonzero(~hit)
+        waiting, base, column = waiting.take(missed), base.take(missed), column.take(missed)
+    # (the first non-empty bin of each row, once a row: an array of the waiting bins' rows
+    # would hold waiting times bins values, GBs for a short text at tens of thousands of bins)
+    if len(waiting):
+        first_filled = filled.reshape(-1, bins).argmax(axis=1)
+        source[waiting] = base + first_filled.take(base // bins)
+    return source
+
+
+def _splitmix64_into(z: npt.NDArray[np.uint64]) -> None:
+    """:func:`_splitmix64` of `z` in place (one work array instead of a temporary an operation)."""
+    scratch = np.empty_like(z)
     with np.errstate(over="ignore"):
-        mixed = _splitmix64(values ^ (salt * _U64(0x9E3779B97F4A7C15))) & _U64(_EMPTY)
-    has_any = filled.any(axis=1)
-    mixed[(mixed == _EMPTY) & has_any[:, None]] = _EMPTY - 1  # _EMPTY means "no shingles"
-    mixed[~has_any] = _EMPTY
-    return mixed.astype(np.uint16)
+        np.right_shift(z, _U64(30), out=scratch)
+        z ^= scratch
+        z *= _U64(0xBF58476D1CE4E5B9)
+        np.right_shift(z, _U64(27), out=scratch)
+        z ^= scratch
+        z *= _U64(0x94D049BB133111EB)
+        np.right_shift(z, _U64(31), out=scratch)
+        z ^= scratch
 
 
 @functools.lru_cache(maxsize=8)

@@ -216,15 +216,16 @@ def _allowed_candidates(texts: Sequence[str], scorer: str, cutoff: float, strict
 
 
 # What finding a large block's pairs costs (CPU, memory-like texts), measured on the texts of
-# bench/run.py's stores, 1,200-3,000 at a time: hashing a signature about 20 us plus 0.005 us a
-# character (31 us for 2,200 characters, 22 us for 400: most of a short text's cost is filling
-# its empty bins; the signature hashes the text as it is, its tokens unsorted); sorting a
+# bench/run.py's stores, 1,200-3,000 at a time: hashing a signature about 14 us plus 0.007 us a
+# character (30 us for 2,200 characters, 17 us for 400; the signature hashes the text as it is,
+# its tokens unsorted; 20 us plus 0.005 before its work arrays were reused and its empty bins
+# filled by flat positions, 2026-11-23, see candidates._densify); sorting a
 # text's tokens for the scorer (`prepared`) about 1 us plus 0.034 us a character (76 us for
 # 2,200 characters); scoring a pair of sorted texts about 1 us plus 3.5e-5 us per product of
 # the two lengths (rapidfuzz's bit-parallel LCS: 8 us for two texts of 400 characters, 176 us
 # for two of 2,200).
-_SIGN_US = 20.0
-_SIGN_US_PER_CHAR = 0.005
+_SIGN_US = 14.0
+_SIGN_US_PER_CHAR = 0.007
 _SORT_US = 1.0
 _SORT_US_PER_CHAR = 0.034
 _PAIR_US = 1.0
@@ -360,6 +361,7 @@ class PairFilter:
         for a, b in linked:
             self._near.setdefault(a, []).append(b)
             self._near.setdefault(b, []).append(a)
+        self._partners: dict[int, list[int]] = {}  # by label: members of one label share theirs
 
     def allows(self, i: int, j: int) -> bool:
         a, b = self.labels[i], self.labels[j]
@@ -368,12 +370,16 @@ class PairFilter:
         return (a, b) in self.linked if a < b else (b, a) in self.linked
 
     def partners(self, i: int) -> list[int]:
-        """The positions j (any, including i itself) that (i, j) may pair with, in order."""
+        """The positions j (any, including i itself) that (i, j) may pair with, in order (a
+        list shared by the members of i's tag set: not to be changed)."""
         label = self.labels[i]
-        found = list(self._by_label[label]) if self.same else []
-        for other in self._near.get(label, ()):
-            found += self._by_label[other]
-        return sorted(found)
+        found = self._partners.get(label)
+        if found is None:
+            found = list(self._by_label[label]) if self.same else []
+            for other in self._near.get(label, ()):
+                found += self._by_label[other]
+            found = self._partners[label] = sorted(found)
+        return found
 
     def members(self) -> list[int]:
         """The positions with at least one allowed partner, in order."""

@@ -345,6 +345,64 @@ def test_signatures_take_1_to_65536_permutations() -> None:
             signatures(["a"], num_perm=wrong)
 
 
+def test_short_texts_at_65536_permutations_sign_in_bounded_memory() -> None:
+    # Texts of a few shingles leave nearly every one of 65,536 bins empty: a batch then holds
+    # one text (not 512: GBs of bins), and the empty bins that no probe fills fall back to
+    # their row's first non-empty bin without an array of waiting bins times bins (397 GiB
+    # for 100 texts before). The values stay those of each text signed alone.
+    import tracemalloc
+
+    texts = ["deploy the cache", "a b", "", "deploy the cache"]
+    alone = [signature(t, num_perm=1 << 16) for t in texts]
+    tracemalloc.start()
+    try:
+        together = signatures(texts, num_perm=1 << 16)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert together == alone and together[0] == together[3] and together[0] != together[1]
+    assert peak < 64 << 20, peak
+
+
+def _densify_reference(minima: np.ndarray) -> np.ndarray:
+    """`_densify` written out bin by bin: an empty bin takes the first non-empty bin of its
+    probe order (else its row's first non-empty bin) salted by its own position, every value
+    is mixed (SplitMix64) down to 16 bits, and _EMPTY is kept for a row without shingles."""
+    rows, bins = minima.shape
+    order = candidates_module._probe_order(bins)
+    full, golden, out = 0xFFFFFFFF, 0x9E3779B97F4A7C15, np.empty((rows, bins), dtype=np.uint16)
+    for r in range(rows):
+        filled = [int(v) != full for v in minima[r]]
+        for j in range(bins):
+            if filled[j]:
+                value = int(minima[r, j])
+            else:
+                source = next((int(k) for k in order[j] if filled[int(k)]),
+                              filled.index(True) if any(filled) else 0)
+                value = int(minima[r, source]) ^ ((j + 1) * golden & (2**64 - 1))
+            z = value
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+            mixed = (z ^ (z >> 31)) & 0xFFFF
+            out[r, j] = 0xFFFF if not any(filled) else min(mixed, 0xFFFE)
+    return out
+
+
+@pytest.mark.parametrize("bins", [7, 192])
+def test_densify_matches_the_bin_by_bin_rule(bins: int) -> None:
+    # Rows from full to empty: every probe round (one probe at a time, then all left at once)
+    # and the fallback to the row's first non-empty bin.
+    rng = np.random.default_rng(bins)
+    minima = rng.integers(0, 1 << 25, size=(40, bins), dtype=np.uint32)
+    for r in range(40):
+        minima[r, rng.random(bins) < r / 39] = 0xFFFFFFFF
+    minima[5, :] = 0xFFFFFFFF
+    minima[6, :] = 0xFFFFFFFF
+    minima[6, bins - 1] = 12345
+    got = candidates_module._densify(minima)
+    assert (got == _densify_reference(minima)).all()
+
+
 def test_signature_same_in_another_process_with_other_hash_seed() -> None:
     text = "rotate the vault token every 90 days"
     code = f"from memcli.consolidate.candidates import signature; print(signature({text!r}).hex())"

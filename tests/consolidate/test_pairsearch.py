@@ -288,7 +288,7 @@ def test_a_dry_run_reads_no_memory_whose_tags_pair_with_none_of_its_block(
 
 
 @pytest.mark.parametrize("groups", [1, 30])  # one tag group (every member signed), many small ones
-@pytest.mark.parametrize("focus", [None, [0, 5, 7, 60]])
+@pytest.mark.parametrize("focus", [None, [0, 60]])  # (a text, a variant: few pairs to score)
 @pytest.mark.parametrize("floor", [None, 0.60])  # the rule's threshold (with the second-look band), the LLM's band
 def test_signing_only_what_a_block_needs_finds_the_pairs_signing_every_member_finds(
         groups: int, focus: list[int] | None, floor: float | None) -> None:
@@ -387,7 +387,8 @@ def test_a_block_signed_first_sorts_the_tokens_of_the_texts_it_scores_only(group
 
     rng = random.Random(7)
     words = [f"w{n}x" for n in range(500)]
-    base = [[rng.choice(words) for _ in range(60)] for _ in range(50)]
+    # (texts of 30 words, about 180 characters: sorting one costs clearly less than signing it)
+    base = [[rng.choice(words) for _ in range(30)] for _ in range(50)]
     texts = [" ".join(b) for b in base] + [" ".join(b[:-3] + ["again"]) for b in base[:10]]
     tags = [[f"t{n % 50 % groups}"] for n in range(len(texts))]
     allowed = similar.tag_filter(tags, 0.80)
