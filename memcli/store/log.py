@@ -17,18 +17,20 @@ own timestamps, so two clones of a shared store rotate the same entries into the
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import re
 from pathlib import Path
 from typing import Any
 
 from memcli.errors import MemcliError, OpsFileError
-from memcli.store import opsfiles
+from memcli.store import fsops, opsfiles
 
 LIVE_MAX = 400  # entries in the live file before the oldest move out
 LIVE_KEEP = 300  # entries left in the live file by a move
 _MONTH = re.compile(r"^(\d{4})-(\d{2})")
 MONTH_FILE = re.compile(r"^\d{4}-\d{2}\.json$")
 UNDATED = "undated"  # month file for entries without a usable timestamp
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # a ULID's alphabet (`model.new_ulid`)
 
 
 def log_path(root: Path) -> Path:
@@ -179,6 +181,56 @@ def _move_out(root: Path, entries: list[Any]) -> list[Any]:
         data["entries"].extend(e for e in batch if e.get("run_id") not in have)
         opsfiles.write_json(path, data)
     return kept
+
+
+def run_taken(root: Path, run_id: str) -> bool:
+    """Whether the log already holds a run with this id (a new run's id must be unused).
+    A run id names its moment (`model.new_ulid`: a ULID's time part), and a run is logged
+    with that moment as its timestamp, so that a month file holds the run only when it is
+    the month of its id (or `undated`): those two, the live file and this machine's quiet
+    log are read, never every month of a long-lived store's log. An id whose moment cannot
+    be read (not a ULID) is looked up everywhere."""
+    month, folder = id_month(run_id), rotated_dir(root)
+    rotated = (month_files(root) if month is None or folder.is_symlink()  # (then none: see month_files)
+               else [folder / f"{UNDATED}.json", folder / f"{month}.json"])
+    if any(_names_run(path, run_id) for path in rotated):
+        return True
+    return any(any(e.get("run_id") == run_id for e in _shared_entries_of(path))
+               for path in (log_path(root), local_log_path(root)))
+
+
+def id_month(run_id: str) -> str | None:
+    """`YYYY-MM` (UTC) of the moment a run id's ULID names, as `month_of` gives it for the
+    run's entry; None when the id holds no ULID."""
+    ulid = run_id[4:] if run_id.startswith("run_") else ""
+    if len(ulid) != 26 or any(c not in CROCKFORD for c in ulid[:10]):
+        return None
+    millis = 0
+    for c in ulid[:10]:
+        millis = millis * 32 + CROCKFORD.index(c)
+    try:
+        moment = dt.datetime.fromtimestamp(millis / 1000, dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return f"{moment.year:04d}-{moment.month:02d}"
+
+
+def _names_run(path: Path, run_id: str) -> bool:
+    """Whether the rotated log file `path` holds the run `run_id`. Its bytes are searched
+    first: a file that does not mention the id (as JSON writes it, with no escape in the
+    file that could spell it otherwise) is not parsed."""
+    try:
+        raw = fsops.read_bytes(path, limit=opsfiles.MAX_OPS_BYTES)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        raw = None  # read_json names the problem
+    if raw is not None and f'"{run_id}"'.encode() not in raw and b"\\u" not in raw:
+        return False
+    try:
+        return any(e.get("run_id") == run_id for e in _entries_of(path))
+    except OpsFileError:
+        return False  # a month file memcli cannot read never stops a run (doctor names it)
 
 
 def find_run(root: Path, run_id: str) -> dict[str, Any] | None:

@@ -135,3 +135,50 @@ def test_a_linked_ops_log_folder_is_never_written_through(store: Path, small: No
     log.append(store, entry(5))  # the move is refused; the run is still logged, live
     assert list(outside.iterdir()) == []
     assert live_ids(store) == [f"run_{n:04d}" for n in range(6)]
+
+
+def test_a_run_ids_month_is_the_month_its_entry_is_moved_to() -> None:
+    import datetime as dt
+
+    from memcli.store.model import format_ts, new_run_id
+
+    for moment in (dt.datetime(2026, 11, 30, 23, 59, 59, 999000, tzinfo=dt.timezone.utc),
+                   dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.timezone.utc),
+                   dt.datetime(1999, 1, 1, 5, tzinfo=dt.timezone(dt.timedelta(hours=8)))):
+        assert log.id_month(new_run_id(moment)) == log.month_of({"timestamp": format_ts(moment)})
+    for not_ulid in ("run_0000", "run_old", "mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A", "run_01JD3Z7Q9K8V5T2N4M6P0R1S3", "run_01JD3Z7Q9U8V5T2N4M6P0R1S3A"):
+        assert log.id_month(not_ulid) is None
+
+
+def test_run_taken_reads_only_the_files_that_can_hold_the_run(store: Path, small: None) -> None:
+    import datetime as dt
+
+    from memcli.store.model import new_run_id
+
+    rid = new_run_id(dt.datetime(2026, 10, 5, tzinfo=dt.timezone.utc))
+    folder = store / "ops" / "log"
+    folder.mkdir(parents=True)
+    assert not log.run_taken(store, rid)
+    # a month file of another month is never read: even one naming the id (not where memcli puts it)
+    (folder / "2026-09.json").write_text(json.dumps({"entries": [{"run_id": rid}]}))
+    assert not log.run_taken(store, rid)
+    assert log.find_run(store, rid) == {"run_id": rid}  # (reading a run's entry still looks everywhere)
+    for name in ("2026-10.json", "undated.json"):  # its own month, and entries without a timestamp
+        (folder / name).write_text(json.dumps({"entries": [{"run_id": rid}]}))
+        assert log.run_taken(store, rid)
+        (folder / name).write_text(json.dumps({"entries": [{"run_id": "run_other"}]}))
+        assert not log.run_taken(store, rid)
+    # an id spelled with JSON escapes is still found (the bytes alone would miss it)
+    escaped = '{"entries": [{"run_id": "\\u0072' + rid[1:] + '"}]}'
+    (folder / "2026-10.json").write_text(escaped)
+    assert log.run_taken(store, rid)
+    (folder / "2026-10.json").write_text('{"entries": "x"}')  # broken: holds no run, stops nothing
+    assert not log.run_taken(store, rid)
+    log.append(store, {"run_id": rid, "timestamp": "2026-10-05T00:00:00Z", "actions": []})  # the live file
+    assert log.run_taken(store, rid)
+    quiet = new_run_id(dt.datetime(2026, 10, 6, tzinfo=dt.timezone.utc))
+    log.append(store, {"run_id": quiet, "timestamp": "2026-10-06T00:00:00Z", "actions": []}, quiet=True)
+    assert log.run_taken(store, quiet)  # this machine's quiet runs too
+    # an id that names no moment: every month file is looked at
+    (folder / "2026-09.json").write_text(json.dumps({"entries": [{"run_id": "run_old"}]}))
+    assert log.run_taken(store, "run_old") and not log.run_taken(store, "run_older")
