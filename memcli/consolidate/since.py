@@ -81,9 +81,14 @@ class FocusRows:
             blocks.setdefault(row.block, ([], []))[0].append(row)
         if self.kept:
             assert self.snap is not None
-            table, block_of = self.snap.blocks, self.snap.block_of
-            for r in self.kept:
-                blocks.setdefault(table[block_of[r]], ([], []))[1].append(r)
+            import numpy as np  # (with_candidates, the caller, signs with it)
+
+            # grouped as arrays: the kept rows of a large block are thousands, not a dict step each
+            kept = np.asarray(self.kept, dtype=np.int64)
+            codes = np.frombuffer(self.snap.block_of, dtype=f"u{self.snap.block_of.itemsize}")[kept]
+            found, first = np.unique(codes, return_index=True)
+            for code in found[np.argsort(first, kind="stable")].tolist():
+                blocks.setdefault(self.snap.blocks[code], ([], []))[1].extend(kept[codes == code].tolist())
         return blocks
 
 

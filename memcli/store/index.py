@@ -11,6 +11,7 @@ import bisect
 import datetime as dt
 import os
 import re
+import sys
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -433,6 +434,16 @@ class Snapshot:
     blocks: list[tuple[str, str]]
     written_ns: int  # the snapshot file's own mtime (see `trusted`)
     _rows: dict[str, int] | None = None
+    names_raw: bytes = b""  # the names as stored, UTF-8, one a line (see `name_bytes`)
+
+    def name_bytes(self) -> list[bytes] | None:
+        """The names as bytes, in row order, for a scan's `lstat` of every file (a bytes
+        path spares the call encoding each name); None where the file system's encoding is
+        not UTF-8, whose bytes these are, or when the snapshot was not read from a file."""
+        if not self.names_raw or sys.getfilesystemencoding().lower() not in ("utf-8", "utf8"):
+            return None
+        found = self.names_raw.split(b"\n")
+        return found if len(found) == len(self.names) else None
 
     def row(self, name: str) -> int | None:
         if self._rows is None:
@@ -517,7 +528,8 @@ def _parse_lastrun(raw: bytes, written_ns: int) -> Snapshot | None:
     header = orjson.loads(raw[at:end])
     count, names_len = int(header["count"]), int(header["names_bytes"])
     blocks = [(str(b[0]), str(b[1])) for b in header["blocks"]]
-    names = raw[end:end + names_len].decode().split("\n") if count else []
+    names_raw = raw[end:end + names_len] if count else b""
+    names = names_raw.decode().split("\n") if count else []
     at = end + names_len
     columns = []
     for code, width in (("q", 8), ("q", 8)):
@@ -530,4 +542,4 @@ def _parse_lastrun(raw: bytes, written_ns: int) -> Snapshot | None:
     block_of.frombytes(raw[at + 32 * count: at + 34 * count])
     if len(names) != count or at + 34 * count != len(raw) or (count and max(block_of) >= len(blocks)):
         return None
-    return Snapshot(names, columns[0], columns[1], hashes, block_of, blocks, written_ns)
+    return Snapshot(names, columns[0], columns[1], hashes, block_of, blocks, written_ns, names_raw=names_raw)
