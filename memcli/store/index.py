@@ -288,6 +288,7 @@ class SigCache:
         self._body = body  # rows: 32-byte hash, then `width` bytes of signature
         self.width = width
         self._rows: dict[bytes, int] | None = None
+        self._sorted: tuple[Any, Any, Any] | None = None  # see `raw_rows`
         self.added: dict[str, bytes] = {}
 
     def _keys(self) -> Iterator[tuple[bytes, int]]:
@@ -297,19 +298,71 @@ class SigCache:
         return zip([body[at:at + 32] for at in starts], range(32, len(body) + 32, step), strict=True)
 
     def raw(self, digest: bytes) -> bytes | None:
-        """The cached signature of a content hash given as its 32 bytes (as a snapshot has it)."""
+        """The cached signature of a content hash given as its 32 bytes (as a snapshot has it).
+        Found by a binary search when `raw_rows` sorted the rows already (session_end looks
+        up a few hundred), else through a dict of every row (a full run looks up all)."""
+        if self._rows is None and self._sorted is not None and len(digest) == 32:
+            return self._searched(digest)
         if self._rows is None:
             self._rows = dict(self._keys())
         at = self._rows.get(digest)
         return None if at is None else self._body[at:at + self.width]
 
+    def _searched(self, digest: bytes) -> bytes | None:
+        """`raw` by the sorted rows: the last row (in file order) of this hash."""
+        import numpy as np
+
+        heads, order, _ = self._sorted  # type: ignore[misc]
+        head = np.frombuffer(digest[:8], dtype=np.uint64)[0]
+        low = int(np.searchsorted(heads, head, side="left"))
+        body, step = self._body, 32 + self.width
+        for n in range(int(np.searchsorted(heads, head, side="right")) - 1, low - 1, -1):
+            start = int(order[n]) * step
+            if body[start:start + 32] == digest:
+                return body[start + 32:start + step]
+        return None
+
     def raw_many(self, digests: list[bytes]) -> list[bytes | None]:
         """`raw` of each digest, in one pass (session_end looks up every member of a large
         block holding a change)."""
+        if self._rows is None and all(len(d) == 32 for d in digests):
+            return self.raw_rows(b"".join(digests), list(range(len(digests))))
         if self._rows is None:
             self._rows = dict(self._keys())
         rows, body, width = self._rows, self._body, self.width
         return [None if (at := rows.get(digest)) is None else body[at:at + width] for digest in digests]
+
+    def raw_rows(self, column: bytes, rows: list[int]) -> list[bytes | None]:
+        """`raw_many` of the content hashes at `rows` of a column of 32-byte hashes (a
+        snapshot's): matched as arrays, not a dict step and a slice a row, since session_end
+        looks up every unchanged member of a large block holding a change (thousands)."""
+        width, step = self.width, 32 + self.width
+        count = len(self._body) // step if width else 0
+        if not rows or not count:
+            return [None] * len(rows)
+        import numpy as np  # (session_end signs with it anyway)
+
+        if self._sorted is None:  # the cache's rows by the first 8 bytes of their hash
+            table = np.frombuffer(self._body, dtype=np.uint8, count=count * step).reshape(count, step)
+            heads = np.ascontiguousarray(table[:, :8]).view(np.uint64).ravel()
+            order = np.argsort(heads, kind="stable")  # equal heads keep file order: the last wins
+            self._sorted = (heads[order], order, table)
+        heads, order, table = self._sorted
+        wanted = np.frombuffer(column, dtype=np.uint8).reshape(-1, 32)[np.asarray(rows, dtype=np.intp)]
+        wanted_heads = np.ascontiguousarray(wanted[:, :8]).view(np.uint64).ravel()
+        at = np.maximum(np.searchsorted(heads, wanted_heads, side="right") - 1, 0)
+        head_found = heads[at] == wanted_heads
+        found = order[at]
+        whole = head_found & (table[found, :32] == wanted).all(axis=1)
+        body = self._body
+        if whole.all():  # the common case: every row signed already
+            return [body[start:start + width] for start in (found * step + 32).tolist()]
+        out: list[bytes | None] = [None] * len(rows)
+        for n, start in zip(np.flatnonzero(whole).tolist(), (found[whole] * step + 32).tolist(), strict=True):
+            out[n] = body[start:start + width]
+        for n in np.flatnonzero(head_found & ~whole).tolist():  # another hash with the same head
+            out[n] = self._searched(wanted[n].tobytes())
+        return out
 
     def get(self, digest: str) -> bytes | None:
         sig = self.added.get(digest)

@@ -560,3 +560,38 @@ def test_a_snapshots_names_as_bytes_are_its_names(tmp_path: Path, monkeypatch: p
     index.save_lastrun(tmp_path, [])
     empty = index.load_lastrun(tmp_path)
     assert empty is not None and empty.names == [] and empty.name_bytes() is None
+
+
+def test_raw_rows_is_raw_of_each_row_of_a_hash_column(tmp_path: Path) -> None:
+    import hashlib
+
+    hashes = [hashlib.sha256(str(n).encode()).digest() for n in range(60)]
+    index.save_sigs(tmp_path, {h.hex(): bytes([n]) * 8 for n, h in enumerate(hashes[:40])})
+    # appended later: a newer signature of a hash already there (the last row wins), and two more
+    index.add_sigs(tmp_path, {hashes[3].hex(): bytes([200]) * 8, hashes[45].hex(): bytes([45]) * 8})
+    index.add_sigs(tmp_path, {hashes[46].hex(): bytes([46]) * 8})
+    column = b"".join(hashes)
+    rows = [3, 0, 39, 40, 45, 46, 59, 3, 12]
+    cache = index.load_sigs(tmp_path)
+    expected = [cache.raw(hashes[r]) for r in rows]
+    assert expected[0] == bytes([200]) * 8 and expected[3] is None
+    assert index.load_sigs(tmp_path).raw_rows(column, rows) == expected  # before raw() built its dict
+    assert cache.raw_rows(column, rows) == expected and cache.raw_rows(column, []) == []
+    assert index.SigCache().raw_rows(column, rows[:2]) == [None, None]
+    searched = index.load_sigs(tmp_path)
+    searched.raw_rows(column, [0])  # rows sorted: later lookups search them, no dict is built
+    assert [searched.raw(hashes[r]) for r in rows] == expected == searched.raw_many([hashes[r] for r in rows])
+    assert searched._rows is None
+
+
+def test_raw_rows_tells_hashes_with_the_same_first_bytes_apart(tmp_path: Path) -> None:
+    sigs = {f"{n:064x}": bytes([n]) * 8 for n in range(1, 40)}  # every hash starts with 8 zero bytes
+    index.save_sigs(tmp_path, sigs)
+    column = b"".join(bytes.fromhex(f"{n:064x}") for n in range(45))
+    rows = [5, 0, 39, 40, 5, 1, 44]
+    cache = index.load_sigs(tmp_path)
+    expected = [cache.raw(column[32 * r:32 * r + 32]) for r in rows]  # through the dict
+    assert expected[:4] == [bytes([5]) * 8, None, bytes([39]) * 8, None]
+    searched = index.load_sigs(tmp_path)
+    assert searched.raw_rows(column, rows) == expected
+    assert [searched.raw(column[32 * r:32 * r + 32]) for r in rows] == expected and searched._rows is None
