@@ -29,7 +29,7 @@ def plan(store: Store, opts: RunOptions, moment: dt.datetime) -> Planning:
             planner._close_files()  # (the folder it stopped in is not held open)
             raise
     planner.apply_limit()
-    taken = lambda rid: journal.run_dir(store, rid).exists() or log.find_run(store.root, rid) is not None  # noqa: E731
+    taken = lambda rid: journal.run_dir(store, rid).exists() or log.run_taken(store.root, rid)  # noqa: E731
     planner.plan = runid.renamed(planner.plan, runid.settled_id(planner.plan, moment, taken))
     planner.plan.protected = dict(sorted(planner.protected_counts.items()))
     planner.plan.plan_ms = int((time.monotonic() - started) * 1000)

@@ -81,9 +81,14 @@ class FocusRows:
             blocks.setdefault(row.block, ([], []))[0].append(row)
         if self.kept:
             assert self.snap is not None
-            table, block_of = self.snap.blocks, self.snap.block_of
-            for r in self.kept:
-                blocks.setdefault(table[block_of[r]], ([], []))[1].append(r)
+            import numpy as np  # (with_candidates, the caller, signs with it)
+
+            # grouped as arrays: the kept rows of a large block are thousands, not a dict step each
+            kept = np.asarray(self.kept, dtype=np.int64)
+            codes = np.frombuffer(self.snap.block_of, dtype=f"u{self.snap.block_of.itemsize}")[kept]
+            found, first = np.unique(codes, return_index=True)
+            for code in found[np.argsort(first, kind="stable")].tolist():
+                blocks.setdefault(self.snap.blocks[code], ([], []))[1].extend(kept[codes == code].tolist())
         return blocks
 
 
@@ -131,24 +136,32 @@ def with_candidates(rows: FocusRows | list[Row], changed: set[str], cache: SigCa
             return fresh[n] if n < len(fresh) else focus_of.kept_row(kept[n - len(fresh)])
 
         focus = [n for n, row in enumerate(fresh) if row.id in changed]
-        focus += [len(fresh) + p for p, r in enumerate(kept) if r in flagged]
+        if flagged:
+            focus += [len(fresh) + p for p, r in enumerate(kept) if r in flagged]
         hashes = snap.hashes if snap is not None else b""
-        digests = [row.digest for row in fresh] + [hashes[32 * r:32 * r + 32] for r in kept]
-        pairs = candidates.candidate_pairs_for(focus, cached_sigs(digests, row_at, cache, read), None)
+        sigs = cached_sigs([row.digest for row in fresh], row_at, cache, read, hashes, kept)
+        pairs = candidates.candidate_pairs_for(focus, sigs, None)
         needed.update((row.id, row) for row in (row_at(n) for pair in pairs for n in pair))
     return needed
 
 
 def cached_sigs(digests: list[bytes], row_at: Callable[[int], Row], cache: SigCache,
-                read: Callable[[Row], Memory | None]) -> list[bytes]:
-    """Signatures of a block's rows (their content hashes `digests`) from the folder's cache;
-    the missing ones are read (`row_at` gives a position's Row) and computed in one go, and
-    added to the cache."""
+                read: Callable[[Row], Memory | None], column: bytes = b"",
+                kept: list[int] | None = None) -> list[bytes]:
+    """Signatures of a block's rows from the folder's cache: first those of the content hashes
+    `digests`, then those of the snapshot rows `kept` (their hashes in `column`, 32 bytes a
+    row). The missing ones are read (`row_at` gives a position's Row) and computed in one
+    go, and added to the cache."""
     from memcli.consolidate import candidates
 
-    sigs = [sig or cache.added.get(digest.hex())
-            for digest, sig in zip(digests, cache.raw_many(digests), strict=True)]
+    kept = kept or []
+    sigs = cache.raw_many(digests) + cache.raw_rows(column, kept)
+    first = len(digests)
     missing = [n for n, sig in enumerate(sigs) if sig is None]
+    for n in missing:  # computed earlier in this run (not in the file yet)?
+        digest = digests[n] if n < first else column[32 * kept[n - first]:32 * kept[n - first] + 32]
+        sigs[n] = cache.added.get(digest.hex())
+    missing = [n for n in missing if sigs[n] is None]
     memories = [read(row_at(n)) for n in missing]
     texts = ["" if mem is None else rules.content_text(mem.content) for mem in memories]
     for n, mem, sig in zip(missing, memories, candidates.signatures(texts), strict=True):

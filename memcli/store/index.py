@@ -11,6 +11,7 @@ import bisect
 import datetime as dt
 import os
 import re
+import sys
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -287,6 +288,7 @@ class SigCache:
         self._body = body  # rows: 32-byte hash, then `width` bytes of signature
         self.width = width
         self._rows: dict[bytes, int] | None = None
+        self._sorted: tuple[Any, Any, Any] | None = None  # see `raw_rows`
         self.added: dict[str, bytes] = {}
 
     def _keys(self) -> Iterator[tuple[bytes, int]]:
@@ -296,19 +298,71 @@ class SigCache:
         return zip([body[at:at + 32] for at in starts], range(32, len(body) + 32, step), strict=True)
 
     def raw(self, digest: bytes) -> bytes | None:
-        """The cached signature of a content hash given as its 32 bytes (as a snapshot has it)."""
+        """The cached signature of a content hash given as its 32 bytes (as a snapshot has it).
+        Found by a binary search when `raw_rows` sorted the rows already (session_end looks
+        up a few hundred), else through a dict of every row (a full run looks up all)."""
+        if self._rows is None and self._sorted is not None and len(digest) == 32:
+            return self._searched(digest)
         if self._rows is None:
             self._rows = dict(self._keys())
         at = self._rows.get(digest)
         return None if at is None else self._body[at:at + self.width]
 
+    def _searched(self, digest: bytes) -> bytes | None:
+        """`raw` by the sorted rows: the last row (in file order) of this hash."""
+        import numpy as np
+
+        heads, order, _ = self._sorted  # type: ignore[misc]
+        head = np.frombuffer(digest[:8], dtype=np.uint64)[0]
+        low = int(np.searchsorted(heads, head, side="left"))
+        body, step = self._body, 32 + self.width
+        for n in range(int(np.searchsorted(heads, head, side="right")) - 1, low - 1, -1):
+            start = int(order[n]) * step
+            if body[start:start + 32] == digest:
+                return body[start + 32:start + step]
+        return None
+
     def raw_many(self, digests: list[bytes]) -> list[bytes | None]:
         """`raw` of each digest, in one pass (session_end looks up every member of a large
         block holding a change)."""
+        if self._rows is None and all(len(d) == 32 for d in digests):
+            return self.raw_rows(b"".join(digests), list(range(len(digests))))
         if self._rows is None:
             self._rows = dict(self._keys())
         rows, body, width = self._rows, self._body, self.width
         return [None if (at := rows.get(digest)) is None else body[at:at + width] for digest in digests]
+
+    def raw_rows(self, column: bytes, rows: list[int]) -> list[bytes | None]:
+        """`raw_many` of the content hashes at `rows` of a column of 32-byte hashes (a
+        snapshot's): matched as arrays, not a dict step and a slice a row, since session_end
+        looks up every unchanged member of a large block holding a change (thousands)."""
+        width, step = self.width, 32 + self.width
+        count = len(self._body) // step if width else 0
+        if not rows or not count:
+            return [None] * len(rows)
+        import numpy as np  # (session_end signs with it anyway)
+
+        if self._sorted is None:  # the cache's rows by the first 8 bytes of their hash
+            table = np.frombuffer(self._body, dtype=np.uint8, count=count * step).reshape(count, step)
+            heads = np.ascontiguousarray(table[:, :8]).view(np.uint64).ravel()
+            order = np.argsort(heads, kind="stable")  # equal heads keep file order: the last wins
+            self._sorted = (heads[order], order, table)
+        heads, order, table = self._sorted
+        wanted = np.frombuffer(column, dtype=np.uint8).reshape(-1, 32)[np.asarray(rows, dtype=np.intp)]
+        wanted_heads = np.ascontiguousarray(wanted[:, :8]).view(np.uint64).ravel()
+        at = np.maximum(np.searchsorted(heads, wanted_heads, side="right") - 1, 0)
+        head_found = heads[at] == wanted_heads
+        found = order[at]
+        whole = head_found & (table[found, :32] == wanted).all(axis=1)
+        body = self._body
+        if whole.all():  # the common case: every row signed already
+            return [body[start:start + width] for start in (found * step + 32).tolist()]
+        out: list[bytes | None] = [None] * len(rows)
+        for n, start in zip(np.flatnonzero(whole).tolist(), (found[whole] * step + 32).tolist(), strict=True):
+            out[n] = body[start:start + width]
+        for n in np.flatnonzero(head_found & ~whole).tolist():  # another hash with the same head
+            out[n] = self._searched(wanted[n].tobytes())
+        return out
 
     def get(self, digest: str) -> bytes | None:
         sig = self.added.get(digest)
@@ -433,6 +487,16 @@ class Snapshot:
     blocks: list[tuple[str, str]]
     written_ns: int  # the snapshot file's own mtime (see `trusted`)
     _rows: dict[str, int] | None = None
+    names_raw: bytes = b""  # the names as stored, UTF-8, one a line (see `name_bytes`)
+
+    def name_bytes(self) -> list[bytes] | None:
+        """The names as bytes, in row order, for a scan's `lstat` of every file (a bytes
+        path spares the call encoding each name); None where the file system's encoding is
+        not UTF-8, whose bytes these are, or when the snapshot was not read from a file."""
+        if not self.names_raw or sys.getfilesystemencoding().lower() not in ("utf-8", "utf8"):
+            return None
+        found = self.names_raw.split(b"\n")
+        return found if len(found) == len(self.names) else None
 
     def row(self, name: str) -> int | None:
         if self._rows is None:
@@ -517,7 +581,8 @@ def _parse_lastrun(raw: bytes, written_ns: int) -> Snapshot | None:
     header = orjson.loads(raw[at:end])
     count, names_len = int(header["count"]), int(header["names_bytes"])
     blocks = [(str(b[0]), str(b[1])) for b in header["blocks"]]
-    names = raw[end:end + names_len].decode().split("\n") if count else []
+    names_raw = raw[end:end + names_len] if count else b""
+    names = names_raw.decode().split("\n") if count else []
     at = end + names_len
     columns = []
     for code, width in (("q", 8), ("q", 8)):
@@ -530,4 +595,4 @@ def _parse_lastrun(raw: bytes, written_ns: int) -> Snapshot | None:
     block_of.frombytes(raw[at + 32 * count: at + 34 * count])
     if len(names) != count or at + 34 * count != len(raw) or (count and max(block_of) >= len(blocks)):
         return None
-    return Snapshot(names, columns[0], columns[1], hashes, block_of, blocks, written_ns)
+    return Snapshot(names, columns[0], columns[1], hashes, block_of, blocks, written_ns, names_raw=names_raw)

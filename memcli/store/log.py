@@ -16,19 +16,26 @@ own timestamps, so two clones of a shared store rotate the same entries into the
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import datetime as dt
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from memcli.errors import MemcliError, OpsFileError
-from memcli.store import opsfiles
+from memcli.store import fsops, opsfiles
+from memcli.store.cache import cache_dir
 
 LIVE_MAX = 400  # entries in the live file before the oldest move out
 LIVE_KEEP = 300  # entries left in the live file by a move
 _MONTH = re.compile(r"^(\d{4})-(\d{2})")
 MONTH_FILE = re.compile(r"^\d{4}-\d{2}\.json$")
 UNDATED = "undated"  # month file for entries without a usable timestamp
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # a ULID's alphabet (`model.new_ulid`)
 
 
 def log_path(root: Path) -> Path:
@@ -122,6 +129,8 @@ def append(root: Path, entry: dict[str, Any], quiet: bool = False) -> None:
         _append_quiet(root, entry)
         return
     path = log_path(root)
+    if _append_bytes(root, entry):
+        return
     # the parse `preflight` made moments ago, when the file is unchanged since: copied where changed
     data = dict(opsfiles.read_json_shared(path, {"entries": []}))
     entries = data["entries"] = list(data.get("entries", []))
@@ -135,7 +144,69 @@ def append(root: Path, entry: dict[str, Any], quiet: bool = False) -> None:
             data["entries"] = entries = _move_out(root, entries)
         except (MemcliError, OSError):
             pass  # a month file or folder memcli cannot use: keep every entry live (doctor names it)
-    opsfiles.write_json(path, data)
+    raw = orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"  # (as opsfiles.write_json)
+    fsops.ensure_parent(path)
+    fsops.write_replace(path, raw)
+    _save_mark(root, raw, len(entries), list(data)[-1] == "entries" and bool(entries))
+
+
+# ---------------------------------------------------------------- appending to the bytes
+# A run's entry can list thousands of actions (a real run of a large store: megabytes), and
+# the live file keeps hundreds of runs: parsing it to append one entry and writing it back
+# cost every later run more than its own work. So the bytes this machine last wrote there are
+# marked, by their sha256, in `.cache/log/live.json` (a cache: lost or stale, the file is
+# parsed as before). While the file still hashes to its mark it is known to be exactly what
+# `append` wrote - valid, of the log's shape, writable again, its `entries` last - and the
+# next entry is put in front of its closing bytes: what writing the whole object again gives,
+# byte for byte, with no parse.
+
+_TAIL = b"\n  ]\n}\n"  # how `append` ends the live file when `entries` is its last key, not empty
+_INDENT = b"\n    "  # an entry's lines inside `entries`, two levels deep
+
+
+def _mark_path(root: Path) -> Path:
+    return cache_dir(root, "log") / "live.json"
+
+
+def _save_mark(root: Path, raw: bytes, count: int, appendable: bool) -> None:
+    with contextlib.suppress(OSError):  # a cache: without it the next append parses
+        cache_dir(root, "log", create=True)
+        mark = {"sha256": hashlib.sha256(raw).hexdigest(), "entries": count, "appendable": appendable}
+        fsops.write_replace(_mark_path(root), orjson.dumps(mark), durable=False)
+
+
+def as_written(root: Path) -> tuple[bytes, dict[str, Any]] | None:
+    """The live file's bytes and their mark, when they are exactly what `append` last wrote
+    on this machine; else None (no mark, or the file changed since: read it as JSON)."""
+    try:
+        mark = orjson.loads(fsops.read_bytes(_mark_path(root), limit=4096))
+        raw = fsops.read_bytes(log_path(root), limit=opsfiles.MAX_OPS_BYTES)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(mark, dict) or type(mark.get("entries")) is not int or mark.get("sha256") != \
+            hashlib.sha256(raw).hexdigest():
+        return None
+    return raw, mark
+
+
+def _append_bytes(root: Path, entry: dict[str, Any]) -> bool:
+    """`append` of a new run's entry to the bytes of a live file as this machine wrote it,
+    with room for it; False (nothing done) for anything else, which `append` does in full:
+    a file changed since, one full enough to move entries out, an entry whose run id it
+    mentions (a recovered run may be logged already), one a month file may hold."""
+    known = as_written(root)
+    if known is None:
+        return False
+    raw, mark = known
+    if not mark.get("appendable") or mark["entries"] + 1 > LIVE_MAX or not raw.endswith(_TAIL) or \
+            f'"{entry["run_id"]}"'.encode() in raw or _in_month_files(root, entry):
+        return False
+    # JSON strings never hold a raw newline: indenting every line indents the entry's lines only
+    body = orjson.dumps(entry, option=orjson.OPT_INDENT_2).replace(b"\n", _INDENT)
+    new = b"".join([raw[:-len(_TAIL)], b",", _INDENT, body, _TAIL])
+    fsops.write_replace(log_path(root), new)
+    _save_mark(root, new, mark["entries"] + 1, True)
+    return True
 
 
 def _append_quiet(root: Path, entry: dict[str, Any]) -> None:
@@ -179,6 +250,60 @@ def _move_out(root: Path, entries: list[Any]) -> list[Any]:
         data["entries"].extend(e for e in batch if e.get("run_id") not in have)
         opsfiles.write_json(path, data)
     return kept
+
+
+def run_taken(root: Path, run_id: str) -> bool:
+    """Whether the log already holds a run with this id (a new run's id must be unused).
+    A run id names its moment (`model.new_ulid`: a ULID's time part), and a run is logged
+    with that moment as its timestamp, so that a month file holds the run only when it is
+    the month of its id (or `undated`): those two, the live file and this machine's quiet
+    log are read, never every month of a long-lived store's log. An id whose moment cannot
+    be read (not a ULID) is looked up everywhere."""
+    month, folder = id_month(run_id), rotated_dir(root)
+    rotated = (month_files(root) if month is None or folder.is_symlink()  # (then none: see month_files)
+               else [folder / f"{UNDATED}.json", folder / f"{month}.json"])
+    if any(_names_run(path, run_id) for path in rotated):
+        return True
+    return any(_mentions(path, run_id) and any(e.get("run_id") == run_id for e in _shared_entries_of(path))
+               for path in (log_path(root), local_log_path(root)))
+
+
+def _mentions(path: Path, run_id: str) -> bool:
+    """False when the file's bytes cannot hold the run: neither the id as JSON writes it nor
+    any escape that could spell it otherwise (the live file then needs no parse: megabytes)."""
+    try:
+        raw = fsops.read_bytes(path, limit=opsfiles.MAX_OPS_BYTES)
+    except OSError:
+        return True  # missing, or to be read as JSON (which names the problem)
+    return f'"{run_id}"'.encode() in raw or b"\\u" in raw
+
+
+def id_month(run_id: str) -> str | None:
+    """`YYYY-MM` (UTC) of the moment a run id's ULID names, as `month_of` gives it for the
+    run's entry; None when the id holds no ULID."""
+    ulid = run_id[4:] if run_id.startswith("run_") else ""
+    if len(ulid) != 26 or any(c not in CROCKFORD for c in ulid[:10]):
+        return None
+    millis = 0
+    for c in ulid[:10]:
+        millis = millis * 32 + CROCKFORD.index(c)
+    try:
+        moment = dt.datetime.fromtimestamp(millis / 1000, dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return f"{moment.year:04d}-{moment.month:02d}"
+
+
+def _names_run(path: Path, run_id: str) -> bool:
+    """Whether the rotated log file `path` holds the run `run_id`. Its bytes are searched
+    first: a file that does not mention the id (as JSON writes it, with no escape in the
+    file that could spell it otherwise) is not parsed."""
+    if not _mentions(path, run_id):
+        return False
+    try:
+        return any(e.get("run_id") == run_id for e in _entries_of(path))
+    except OpsFileError:
+        return False  # a month file memcli cannot read never stops a run (doctor names it)
 
 
 def find_run(root: Path, run_id: str) -> dict[str, Any] | None:

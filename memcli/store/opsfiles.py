@@ -269,6 +269,11 @@ def file_problem(path: Path) -> str | None:
     """Why memcli could not read `path` and write it back, or None (also when missing): it
     reads with its shape, and it serialises again (orjson writes 254 levels at most, reads
     1,024: a file nested in between reads but would fail at the write after a run)."""
+    from memcli.store import log  # (log builds on this module)
+
+    root = path.parent.parent
+    if path == log.log_path(root) and log.as_written(root) is not None:
+        return None  # the live log exactly as this machine's last append wrote it: no parse
     try:
         data = read_json_shared(path, {})
     except OpsFileError as exc:

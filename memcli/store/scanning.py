@@ -136,7 +136,7 @@ class FolderScanning(FileReading):
         if self._unreadable(folder, problems):
             return FolderScan(folder, [], {}, problems, None, False, file_count=0, unreadable=True)
         names, stamp = self._names_since(folder, snap, stamp)
-        stats = self._stat_all(folder, names, problems)
+        stats = self._stat_all(folder, names, problems, snap.name_bytes() if names is snap.names else None)
         if names == snap.names:  # the common case: no file came or went
             differ = _differ_in_place(names, stats, snap)
         elif len(names) > len(snap.names):
@@ -146,9 +146,9 @@ class FolderScanning(FileReading):
                       if st is None or not _trusted(snap, n, st)]
         if not differ:
             return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(names), stamp=stamp)
-        gone = {n for n, st in zip(names, stats, strict=True) if st is None}
-        present = set(names) - gone - set(differ)
-        kept = [i for i, n in enumerate(snap.names) if n in present]
+        gone = {n for n, st in zip(names, stats, strict=True) if st is None} if None in stats else set()
+        missing = set() if names is snap.names else set(snap.names).difference(names)
+        kept = _rows_but(snap, missing.union(differ))  # (a file gone is among those that differ)
         found: list[dict[str, Any]] = []
         memories: dict[str, Memory] = {}
         for name in differ:
@@ -161,7 +161,7 @@ class FolderScanning(FileReading):
                 old = {"run_hash": snap.content_hash(row)} if row is not None else None
                 found.append(index.entry_for(mem, old))
         run_hashes = {e["id"]: e.get("run_hash") for e in found}
-        reread = sorted(set(differ) | (set(snap.names) - present))
+        reread = sorted(missing.union(differ))
         return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(kept) + len(found),
                           reread, snap, kept, stamp)
 
@@ -192,9 +192,10 @@ class FolderScanning(FileReading):
         vouched = before == after and before < started - STAMP_AGE_NS
         return snap.names, (before, snap.written_ns) if vouched else None
 
-    def _stat_all(self, folder: Folder, names: list[str],
-                  problems: list[Problem]) -> list[os.stat_result | None]:
-        """lstat of every name, relative to the folder (one path lookup a file, not seven)."""
+    def _stat_all(self, folder: Folder, names: list[str], problems: list[Problem],
+                  raw: list[bytes] | None = None) -> list[os.stat_result | None]:
+        """lstat of every name, relative to the folder (one path lookup a file, not seven).
+        `raw`: the same names as bytes (`Snapshot.name_bytes`), which lstat takes as they are."""
         try:
             fd = os.open(folder.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except OSError:
@@ -202,7 +203,7 @@ class FolderScanning(FileReading):
         try:
             lstat = os.lstat
             try:  # the common case in one comprehension: every file still there, all regular
-                fast = [lstat(name, dir_fd=fd) for name in names]
+                fast = [lstat(name, dir_fd=fd) for name in (names if raw is None else raw)]
                 if all(map(statmod.S_ISREG, [st.st_mode for st in fast])) and (
                         not fast or max([st.st_size for st in fast]) <= MAX_FILE_BYTES):
                     return list(fast)
@@ -256,6 +257,19 @@ class FolderScanning(FileReading):
                 problems.append(Problem(self.rel(folder.path / name),
                                         "listed in the index but the file is gone; entry dropped",
                                         "index_gone", "warning"))
+
+
+def _rows_but(snap: Snapshot, names: set[str]) -> list[int]:
+    """Every row number of the snapshot but those of `names` (rows of files read again or
+    gone): ranges between them, not a test a row (a session changes a few files of thousands)."""
+    skip = sorted({r for r in map(snap.row, names) if r is not None})
+    rows: list[int] = []
+    start = 0
+    for r in skip:
+        rows += range(start, r)
+        start = r + 1
+    rows += range(start, len(snap.names))
+    return rows
 
 
 def _is_memory_name(name: str) -> bool:

@@ -162,3 +162,23 @@ def test_focus_rows_of_a_small_block_without_a_snapshot_are_the_entries_as_read(
     rows = since.focus_rows(scan, {first["id"]})
     assert [r.id for r in rows] == [first["id"]] and rows.kept == [] and len(rows) == 1
     assert set(since.with_candidates(rows, {first["id"]}, SigCache(), lambda row: None)) == {first["id"]}
+
+
+def test_by_block_groups_kept_rows_by_block_in_the_order_of_their_first_row() -> None:
+    from array import array
+
+    names = [f"mem_{n:02d}.json" for n in range(9)]
+    blocks = [("semantic", "a"), ("procedural", "b"), ("episodic", "c"), ("semantic", "d")]
+    block_of = array("H", [2, 0, 2, 1, 0, 0, 2, 3, 1])
+    snap = index.Snapshot(names, array("q", [1] * 9), array("q", [1] * 9), bytes(32 * 9), block_of, blocks, 10)
+    fresh = [since.Row("mem_x", "mem_x.json", ("procedural", "b"), bytes(32), False),
+             since.Row("mem_y", "mem_y.json", ("new", "block"), bytes(32), False)]
+    for kept in ([0, 1, 2, 3, 4, 5, 6, 7, 8], [1, 4, 8], [8], [6, 7]):
+        got = since.FocusRows(fresh, snap, list(kept)).by_block()
+        expected: dict[tuple[str, str], tuple[list[Any], list[int]]] = {}
+        for row in fresh:  # what a dict step a row gives
+            expected.setdefault(row.block, ([], []))[0].append(row)
+        for r in kept:
+            expected.setdefault(blocks[block_of[r]], ([], []))[1].append(r)
+        assert list(got.items()) == list(expected.items())
+    assert list(since.FocusRows(fresh).by_block()) == [("procedural", "b"), ("new", "block")]

@@ -490,3 +490,108 @@ def test_raw_many_is_raw_of_each(tmp_path: Path) -> None:
     assert cache.raw_many(asked) == [cache.raw(d) for d in asked]
     assert cache.raw_many(asked) == [bytes([5]) * 8, None, bytes([39]) * 8, None, bytes([5]) * 8, bytes([1]) * 8]
     assert index.SigCache().raw_many(asked[:2]) == [None, None]
+
+
+def _scan_since_as_before(s: Store, folder: Any, snap: index.Snapshot) -> tuple[list[int], list[str]] | None:
+    """`kept` and `reread` as scan_since made them with a test a row (before `_rows_but`);
+    None when no listed file differs (a file gone alone changes no memory: nothing to plan)."""
+    names = s.memory_names(folder)
+    stats = [os.lstat(folder.path / n) if (folder.path / n).exists() else None for n in names]
+    differ = {n for n, st_ in zip(names, stats, strict=True) if st_ is None or not snap.trusted(
+        snap.row(n) if snap.row(n) is not None else 0, st_.st_size, st_.st_mtime_ns) or snap.row(n) is None}
+    present = set(names) - differ
+    if not differ:
+        return None
+    return [i for i, n in enumerate(snap.names) if n in present], sorted(differ | (set(snap.names) - present))
+
+
+@pytest.mark.parametrize("change", ["none", "added", "edited_first", "edited_last", "gone_first", "gone_last",
+                                    "added_and_gone", "everything"])
+def test_scan_since_keeps_exactly_the_rows_of_files_unchanged(store: Path, change: str) -> None:
+    mems = [add(store, summary=f"note {n} about {n * 7} things") for n in range(6)]
+    engine.consolidate(Store(store))
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    snap = index.load_lastrun(folder.cache())
+    assert snap is not None and len(snap.names) == 6
+    by_name = sorted(f"{m['id']}.json" for m in mems)
+    first, last = folder.path / by_name[0], folder.path / by_name[-1]
+    if change in ("added", "added_and_gone", "everything"):
+        add(store, summary="a note written in this session")
+    if change in ("edited_first", "everything"):
+        first.write_bytes(first.read_bytes().replace(b"note 0", b"NOTE 0").replace(b"note", b"Note", 1))
+    if change in ("edited_last", "everything"):
+        os.utime(last, ns=(time.time_ns(), time.time_ns()))
+    if change in ("gone_first", "added_and_gone"):
+        first.unlink()
+    if change in ("gone_last", "everything"):
+        os.unlink(folder.path / by_name[2])
+    scan = s.scan_since(folder, snap)
+    before = _scan_since_as_before(s, folder, snap)
+    if before is None:
+        assert change in ("none", "gone_first", "gone_last")
+        assert scan.reread is None and scan.kept == [] and scan.count == len(s.memory_names(folder))
+        return
+    assert (scan.kept, scan.reread) == before
+    assert scan.count == len(s.memory_names(folder))
+
+
+def test_rows_but_leaves_out_exactly_the_rows_named() -> None:
+    from memcli.store.scanning import _rows_but
+
+    names = [f"mem_{n:02d}.json" for n in range(5)]
+    snap = index.Snapshot(names, index.array("q"), index.array("q"), b"", index.array("H"), [], 0)
+    assert _rows_but(snap, set()) == [0, 1, 2, 3, 4]
+    assert _rows_but(snap, {"mem_00.json", "mem_04.json"}) == [1, 2, 3]
+    assert _rows_but(snap, {"mem_02.json", "mem_03.json", "not_a_row.json"}) == [0, 1, 4]
+    assert _rows_but(snap, set(names)) == []
+
+
+def test_a_snapshots_names_as_bytes_are_its_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entries = [entry(f"mem_{n:02d}", f"mem_{n:02d}.{'md' if n % 2 else 'json'}", n) for n in range(4)]
+    index.save_lastrun(tmp_path, entries)
+    snap = index.load_lastrun(tmp_path)
+    assert snap is not None and snap.name_bytes() == [n.encode() for n in snap.names]
+    monkeypatch.setattr(index.sys, "getfilesystemencoding", lambda: "ascii")
+    assert snap.name_bytes() is None  # bytes paths only where they are the names' own encoding
+    monkeypatch.undo()
+    built = index.Snapshot(list(snap.names), snap.sizes, snap.mtimes, snap.hashes, snap.block_of, snap.blocks, 0)
+    assert built.name_bytes() is None  # not read from a file: the str names are used
+    index.save_lastrun(tmp_path, [])
+    empty = index.load_lastrun(tmp_path)
+    assert empty is not None and empty.names == [] and empty.name_bytes() is None
+
+
+def test_raw_rows_is_raw_of_each_row_of_a_hash_column(tmp_path: Path) -> None:
+    import hashlib
+
+    hashes = [hashlib.sha256(str(n).encode()).digest() for n in range(60)]
+    index.save_sigs(tmp_path, {h.hex(): bytes([n]) * 8 for n, h in enumerate(hashes[:40])})
+    # appended later: a newer signature of a hash already there (the last row wins), and two more
+    index.add_sigs(tmp_path, {hashes[3].hex(): bytes([200]) * 8, hashes[45].hex(): bytes([45]) * 8})
+    index.add_sigs(tmp_path, {hashes[46].hex(): bytes([46]) * 8})
+    column = b"".join(hashes)
+    rows = [3, 0, 39, 40, 45, 46, 59, 3, 12]
+    cache = index.load_sigs(tmp_path)
+    expected = [cache.raw(hashes[r]) for r in rows]
+    assert expected[0] == bytes([200]) * 8 and expected[3] is None
+    assert index.load_sigs(tmp_path).raw_rows(column, rows) == expected  # before raw() built its dict
+    assert cache.raw_rows(column, rows) == expected and cache.raw_rows(column, []) == []
+    assert index.SigCache().raw_rows(column, rows[:2]) == [None, None]
+    searched = index.load_sigs(tmp_path)
+    searched.raw_rows(column, [0])  # rows sorted: later lookups search them, no dict is built
+    assert [searched.raw(hashes[r]) for r in rows] == expected == searched.raw_many([hashes[r] for r in rows])
+    assert searched._rows is None
+
+
+def test_raw_rows_tells_hashes_with_the_same_first_bytes_apart(tmp_path: Path) -> None:
+    sigs = {f"{n:064x}": bytes([n]) * 8 for n in range(1, 40)}  # every hash starts with 8 zero bytes
+    index.save_sigs(tmp_path, sigs)
+    column = b"".join(bytes.fromhex(f"{n:064x}") for n in range(45))
+    rows = [5, 0, 39, 40, 5, 1, 44]
+    cache = index.load_sigs(tmp_path)
+    expected = [cache.raw(column[32 * r:32 * r + 32]) for r in rows]  # through the dict
+    assert expected[:4] == [bytes([5]) * 8, None, bytes([39]) * 8, None]
+    searched = index.load_sigs(tmp_path)
+    assert searched.raw_rows(column, rows) == expected
+    assert [searched.raw(column[32 * r:32 * r + 32]) for r in rows] == expected and searched._rows is None

@@ -135,3 +135,145 @@ def test_a_linked_ops_log_folder_is_never_written_through(store: Path, small: No
     log.append(store, entry(5))  # the move is refused; the run is still logged, live
     assert list(outside.iterdir()) == []
     assert live_ids(store) == [f"run_{n:04d}" for n in range(6)]
+
+
+def test_a_run_ids_month_is_the_month_its_entry_is_moved_to() -> None:
+    import datetime as dt
+
+    from memcli.store.model import format_ts, new_run_id
+
+    for moment in (dt.datetime(2026, 11, 30, 23, 59, 59, 999000, tzinfo=dt.timezone.utc),
+                   dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.timezone.utc),
+                   dt.datetime(1999, 1, 1, 5, tzinfo=dt.timezone(dt.timedelta(hours=8)))):
+        assert log.id_month(new_run_id(moment)) == log.month_of({"timestamp": format_ts(moment)})
+    for not_ulid in ("run_0000", "run_old", "mem_01JD3Z7Q9K8V5T2N4M6P0R1S3A", "run_01JD3Z7Q9K8V5T2N4M6P0R1S3", "run_01JD3Z7Q9U8V5T2N4M6P0R1S3A"):
+        assert log.id_month(not_ulid) is None
+
+
+def test_run_taken_reads_only_the_files_that_can_hold_the_run(store: Path, small: None) -> None:
+    import datetime as dt
+
+    from memcli.store.model import new_run_id
+
+    rid = new_run_id(dt.datetime(2026, 10, 5, tzinfo=dt.timezone.utc))
+    folder = store / "ops" / "log"
+    folder.mkdir(parents=True)
+    assert not log.run_taken(store, rid)
+    # a month file of another month is never read: even one naming the id (not where memcli puts it)
+    (folder / "2026-09.json").write_text(json.dumps({"entries": [{"run_id": rid}]}))
+    assert not log.run_taken(store, rid)
+    assert log.find_run(store, rid) == {"run_id": rid}  # (reading a run's entry still looks everywhere)
+    for name in ("2026-10.json", "undated.json"):  # its own month, and entries without a timestamp
+        (folder / name).write_text(json.dumps({"entries": [{"run_id": rid}]}))
+        assert log.run_taken(store, rid)
+        (folder / name).write_text(json.dumps({"entries": [{"run_id": "run_other"}]}))
+        assert not log.run_taken(store, rid)
+    # an id spelled with JSON escapes is still found (the bytes alone would miss it)
+    escaped = '{"entries": [{"run_id": "\\u0072' + rid[1:] + '"}]}'
+    (folder / "2026-10.json").write_text(escaped)
+    assert log.run_taken(store, rid)
+    (folder / "2026-10.json").write_text('{"entries": "x"}')  # broken: holds no run, stops nothing
+    assert not log.run_taken(store, rid)
+    log.append(store, {"run_id": rid, "timestamp": "2026-10-05T00:00:00Z", "actions": []})  # the live file
+    assert log.run_taken(store, rid)
+    quiet = new_run_id(dt.datetime(2026, 10, 6, tzinfo=dt.timezone.utc))
+    log.append(store, {"run_id": quiet, "timestamp": "2026-10-06T00:00:00Z", "actions": []}, quiet=True)
+    assert log.run_taken(store, quiet)  # this machine's quiet runs too
+    # an id that names no moment: every month file is looked at
+    (folder / "2026-09.json").write_text(json.dumps({"entries": [{"run_id": "run_old"}]}))
+    assert log.run_taken(store, "run_old") and not log.run_taken(store, "run_older")
+
+
+def big_entry(n: int) -> dict[str, Any]:
+    """An entry with what JSON can hold: nesting, empty containers, escapes, non-ASCII text."""
+    return {"run_id": f"run_{n:04d}", "timestamp": f"2026-10-{1 + n % 28:02d}T00:00:00Z", "trigger": "manual",
+            "actions": [{"type": "merge", "source_ids": ["mem_a", "mem_b"], "why": "line\nbreak \"quoted\" \u00e9t\u00e9"},
+                        {"type": "flag", "memory_ids": [], "extra": {}}, {"nested": [[1, 2.5, None, True], {"k": []}]}],
+            "stats": {"memory_count": n}}
+
+
+def parses(monkeypatch: pytest.MonkeyPatch, root: Path) -> list[str]:
+    from memcli.store import opsfiles
+
+    seen: list[str] = []
+    real = opsfiles.read_json
+    monkeypatch.setattr(opsfiles, "read_json", lambda path, default: seen.append(str(path)) or real(path, default))
+    return seen
+
+
+def test_appending_to_the_marked_bytes_writes_what_a_full_rewrite_writes(store: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import orjson
+
+    log.append(store, big_entry(0))  # no mark yet: parsed (nothing there), written whole, marked
+    seen = parses(monkeypatch, store)
+    for n in range(1, 6):
+        log.append(store, big_entry(n))
+    assert str(log.log_path(store)) not in seen  # every later append: the bytes, no parse
+    whole = orjson.dumps({"entries": [big_entry(n) for n in range(6)]}, option=orjson.OPT_INDENT_2) + b"\n"
+    assert log.log_path(store).read_bytes() == whole
+    assert log.as_written(store) is not None
+    log.append(store, big_entry(3))  # a recovered run logged already: not twice
+    assert log.log_path(store).read_bytes() == whole
+
+
+def test_a_log_changed_since_it_was_marked_is_read_as_json(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for n in range(2):
+        log.append(store, entry(n))
+    path = log.log_path(store)
+    edited = json.loads(path.read_text())
+    edited["entries"].append("a note by hand")
+    edited["zz_after"] = [{"kept": True}]  # entries no longer last: the bytes cannot be appended to
+    path.write_text(json.dumps(edited))
+    assert log.as_written(store) is None
+    seen = parses(monkeypatch, store)
+    log.append(store, entry(2))
+    assert seen.count(str(path)) == 1
+    data = json.loads(path.read_text())
+    assert data["zz_after"] == [{"kept": True}] and data["entries"][-2:] == ["a note by hand", entry(2)]
+    assert log.as_written(store) is not None  # marked again, but not appendable: read as JSON again
+    log.append(store, entry(3))
+    assert seen.count(str(path)) == 2
+    assert [e["run_id"] for e in log.read_live(store) if isinstance(e, dict)] == [f"run_{n:04d}" for n in range(4)]
+
+
+@pytest.mark.parametrize("damage", [b"", b"{", b'{"sha256": 1, "entries": 1}', b'{"sha256": "00", "entries": 1}',
+                                    b'{"entries": "x"}', b"[]"])
+def test_a_missing_or_damaged_mark_only_costs_a_parse(store: Path, damage: bytes) -> None:
+    log.append(store, entry(0))
+    mark = store / ".cache" / "log" / "live.json"
+    mark.write_bytes(damage)
+    assert log.as_written(store) is None
+    log.append(store, entry(1))
+    assert live_ids(store) == ["run_0000", "run_0001"] and log.as_written(store) is not None
+
+
+def test_a_full_live_file_is_appended_to_in_full_and_moves_entries_out(store: Path, small: None,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    for n in range(5):
+        log.append(store, entry(n))
+    seen = parses(monkeypatch, store)
+    log.append(store, entry(5))  # one above LIVE_MAX: the move needs the parse
+    assert seen.count(str(log.log_path(store))) == 1
+    log.append(store, entry(6))  # room again: the bytes
+    assert seen.count(str(log.log_path(store))) == 1
+    assert live_ids(store) == ["run_0003", "run_0004", "run_0005", "run_0006"]
+
+
+def test_a_run_a_month_file_holds_is_not_appended_to_the_bytes(store: Path, small: None) -> None:
+    log.append(store, entry(0, "2026-11"))
+    (store / "ops" / "log").mkdir()
+    (store / "ops" / "log" / "2026-10.json").write_text(json.dumps({"entries": [entry(1)]}))
+    log.append(store, entry(1))  # moved out already (a recovered run): not logged again
+    assert live_ids(store) == ["run_0000"]
+
+
+def test_preflight_takes_a_marked_log_as_it_is_and_still_refuses_a_broken_one(store: Path) -> None:
+    from memcli.errors import OpsFileError
+    from memcli.store import opsfiles
+
+    log.append(store, entry(0))
+    opsfiles.preflight(store)
+    log.log_path(store).write_text('{"entries": "not a list"}')
+    with pytest.raises(OpsFileError):
+        opsfiles.preflight(store)

@@ -126,12 +126,17 @@ def test_preflight_checks_the_write_back_once_a_parse(store: Path, settled: None
     assert [a for a in calls if a and a[0]] == []  # the log not serialised again (the missing files: `{}`)
 
 
-def test_a_run_parses_its_log_once(store: Path, settled: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The run id's check, the preflight and the append share one parse of the log."""
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_run_parses_its_log_once_or_not_at_all(store: Path, settled: None, monkeypatch: pytest.MonkeyPatch,
+                                                 marked: bool) -> None:
+    """The run id's check, the preflight and the append share one parse of the log; none at
+    all while the log is as this machine's last append wrote it (its mark in .cache/)."""
     for _ in range(2):
         add(store, content={"summary": "the deploy script lives in tools/deploy.sh"})
     assert engine.consolidate(Store(store)).actions  # a merge: logged in the shared log
     add(store, content={"summary": "second"})
+    if not marked:
+        (store / ".cache" / "log" / "live.json").unlink()
     parsed: list[str] = []
     real = opsfiles.read_json
 
@@ -141,5 +146,5 @@ def test_a_run_parses_its_log_once(store: Path, settled: None, monkeypatch: pyte
 
     monkeypatch.setattr(opsfiles, "read_json", counting)
     engine.consolidate(Store(store), trigger="session_end")
-    assert parsed.count(str(log.log_path(store))) == 1
+    assert parsed.count(str(log.log_path(store))) == (0 if marked else 1)
     assert [e["trigger"] for e in log.read_entries(store)] == ["manual", "session_end"]
