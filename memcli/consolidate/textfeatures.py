@@ -486,15 +486,48 @@ def _text_readings(text: str) -> tuple[list[Reading], bool]:
             table = tables[state]
             if len(table) >= _CHUNKS_MAX:
                 table.clear()
-            found = table[chunk] = _chunk_readings(chunk, state)
+            found = table[chunk] = _chunk_entry(chunk, state)
         extend(found[0])
         state = found[1]
         if found[2]:
             negated = True
     return readings, negated
-def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, bool]:
+
+
+def _chunk_entry(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, bool]:
+    """What :data:`_CHUNKS` holds for a chunk entered in ``state``: its readings and the state
+    after it (:func:`_chunk_readings`), and whether it holds a negation cue. The usual new
+    chunk of prose, a word of letters alone, maybe followed by one mark (``deploy``,
+    ``Deploy``, ``deploy.``, ``queue,``), is read the short way: no regex, no token table."""
+    if chunk.isalpha():
+        word, mark = chunk, ""
+    elif chunk[-1:] in _WORD_END_MARKS and chunk[:-1].isalpha():
+        word, mark = chunk[:-1], chunk[-1]
+    else:
+        return (*_chunk_readings(chunk, state), negation_cue(chunk))
+    # One word token (letters alone, _TOKEN_RE's word form) and maybe one mark token after it
+    # (a letter is not a mark's lookahead; the chunk's end is). A full stop after the word is
+    # its own when it is an abbreviation or a letter, and every mark of one character owns
+    # the next (_token_info).
+    form = word.lower()
+    reading = _reading(word, form, state >= 2)
+    if not mark:
+        after = form in ABBREVIATIONS or len(word) == 1
+    else:  # a sentence starts after ":" (a sentence mark), or after a full stop not the word's
+        after = 2 * (mark == ":" or (mark in ".!?" and not (form in ABBREVIATIONS or len(word) == 1))) + 1
+    # A negation cue in an ASCII chunk of letters (and a mark) is its word: an "n't" ending
+    # needs an apostrophe (see negated).
+    cue = form in NEGATION_WORDS if chunk.isascii() else negation_cue(chunk)
+    return (reading,), int(after), cue
+
+
+# The marks a word may end its chunk with for _chunk_entry's short way: each a token of its own.
+_WORD_END_MARKS = frozenset(".,;:!?")
+
+
+def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int]:
     """The readings of one chunk (no space in it) entered in ``state`` (see :data:`_CHUNKS`),
-    the state after it, and whether it holds a negation cue."""
+    and the state after it."""
     readings: list[Reading] = []
     append = readings.append
     tokens = _TOKENS
@@ -517,7 +550,7 @@ def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, b
         else:
             at_start = at_start or info[2] or (info[3] and not stop_owned)
         stop_owned = info[1]
-    return tuple(readings), 2 * at_start + stop_owned, negation_cue(chunk)
+    return tuple(readings), 2 * at_start + stop_owned
 
 
 def _text_words(text: str) -> tuple[Word, ...]:

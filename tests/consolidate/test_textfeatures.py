@@ -378,3 +378,29 @@ def test_stems_from_the_word_table_are_the_words_first_letters(monkeypatch: pyte
                 assert features.stems == frozenset(w[:textfeatures.STEM_LETTERS] for w in features.word_set)
                 stems = textfeatures.word_stems(features.word_set)
                 assert all(stems[w] == w[:4] for w in features.word_set)
+
+
+# --------------------------------------------------------------------------------------------
+# helper guards8: a new chunk of one word (and one mark) read the short way
+
+
+_SHORT_WAY_CHUNKS = ["deploy", "Deploy", "DEPLOY", "deploy.", "deploy,", "deploy;", "deploy:", "deploy!", "deploy?",
+                     "Mr.", "mr.", "mr", "St.", "I.", "I", "x!", "a.", "A:", "The.", "an,", "no.", "Not:", "NOWHERE!",
+                     "without?", "KNOT;", "über!", "Über,", "ſtop", "ﬁx.", "ǅx.", "ß.", "İstanbul.", "ΣΑΣ.", "K",
+                     "NASA:", "GitHub.", "", ".", "..", ",", "deploy..", "deploy.)", "x.y", "e.g.", "n't", "isn't.",
+                     "5.", "abc5.", "al-Qaida.", "(deploy", "deploy\nNext", "don\u2019t,"]
+
+
+@pytest.mark.parametrize("chunk", _SHORT_WAY_CHUNKS)
+def test_a_chunk_read_the_short_way_is_the_full_reading(chunk: str) -> None:
+    for state in range(4):
+        expected = (*textfeatures._chunk_readings(chunk, state), textfeatures.negation_cue(chunk))
+        assert textfeatures._chunk_entry(chunk, state) == expected, (chunk, state)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aZnotwKß\u0130\u017f.,;:!?'-")), min_size=1, max_size=8))
+def test_any_chunk_read_by_its_entry_is_the_full_reading(chunk: str) -> None:
+    for state in range(4):
+        expected = (*textfeatures._chunk_readings(chunk, state), textfeatures.negation_cue(chunk))
+        assert textfeatures._chunk_entry(chunk, state) == expected, (chunk, state)
