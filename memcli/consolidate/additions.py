@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from itertools import accumulate, compress
+from itertools import compress
 from operator import not_
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
 from memcli.consolidate.textfeatures import (
     STEM_LETTERS,
     STOPWORDS,
-    WORD_STEMS,
     TextFeatures,
     diff_blocks,
     features,
@@ -121,27 +120,23 @@ def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:
 
 
 class _Walk(NamedTuple):
-    """The walk of :func:`_body_walk` as arrays: the stems, the set of stems, and how many
-    content words stand before each position (position ``i`` is a content word when the count
-    grows after it)."""
+    """The walk of :func:`_body_walk` as arrays: the stems, the set of stems, and which
+    positions hold a function word (a byte each: 1 for a function word, 0 for a content
+    word; made in C, and searched in C for the content words between two positions)."""
 
     stems: tuple[str, ...]
     stem_set: frozenset[str]
-    content_before: tuple[int, ...]
+    function_words: bytes
 
 
 def _walk_arrays(text: TextFeatures) -> _Walk:
     """:func:`_body_walk` as a :class:`_Walk`, each word looked up in C."""
     lead, trail = text.attribution_words
-    words = text.words[lead:len(text.words) - trail]
-    table = WORD_STEMS
-    stems = cast(tuple[str, ...], tuple(map(table.get, words)))
-    if None in stems:  # words not seen yet (or the table emptied since)
-        table = word_stems(text.word_set)
-        stems = tuple(map(table.__getitem__, words))
-    # Without an attribution the walk holds every word: its stems are the text's.
-    stem_set = text.stems if lead == trail == 0 else frozenset(stems)
-    return _Walk(stems, stem_set, tuple(accumulate(_content_marks(words), initial=0)))
+    if lead == trail == 0:  # the walk holds every word: its stems are the text's
+        return _Walk(text.stem_sequence, text.stems, bytes(map(STOPWORDS.__contains__, text.words)))
+    end = len(text.words) - trail
+    stems = text.stem_sequence[lead:end]
+    return _Walk(stems, frozenset(stems), bytes(map(STOPWORDS.__contains__, text.words[lead:end])))
 
 
 def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
@@ -150,7 +145,7 @@ def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
     says), found from the positions of A's new words alone.
 
     Between two new words of A stand only words B has; one of them a content word ends the
-    run, which the count of content words before each position tells without walking there.
+    run, which a search of the function-word marks between them tells without walking there.
     Two near copies have few new words, so a pair costs a few set operations."""
     walk = a.once("walk", _walk_arrays)
     new_stems = walk.stem_set - b.stems
@@ -159,14 +154,14 @@ def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
     new = list(compress(range(len(walk.stems)), map(new_stems.__contains__, walk.stems)))
     if len(new) < EXTRA_DETAIL_RUN:
         return False
-    before = walk.content_before
+    marks = walk.function_words
     run = run_content = 0
     last = -1
     for pos in new:
-        if last >= 0 and before[pos] != before[last + 1]:  # a content word B has stands between
+        if last >= 0 and marks.find(0, last + 1, pos) >= 0:  # a content word B has stands between
             run = run_content = 0
         run += 1
-        run_content += before[pos + 1] - before[pos]  # 1 for a content word
+        run_content += 1 - marks[pos]  # 1 for a content word
         if run >= EXTRA_DETAIL_RUN and run_content >= EXTRA_DETAIL_CONTENT:
             return True
         last = pos

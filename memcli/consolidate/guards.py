@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple
 
 from rapidfuzz import fuzz, process
@@ -317,24 +317,83 @@ def _neighbours(words: Sequence[str], marks: Sequence[bool], pos: int, step: int
 def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
     """(x, order word, y) for every content word x shortly before an order word and y
     shortly after it, within one sentence."""
-    triples: set[_Triple] = set()
     # No order word in the text (a "to" counts only after "from"): no sentence has a triple.
-    if _ORDER_WORDS.isdisjoint(text.word_set):
+    present = _ORDER_WORDS.intersection(text.word_set)
+    if not present:
         return frozenset()
-    for sentence in _SENTENCE_SPLIT_RE.split(text.text):
-        # No order word in this sentence (nor a "from"): no triple. (Splitting and one set
-        # test cost less than eight substring tests.)
-        words = default_process(sentence).split()
-        if _ORDER_WORDS.isdisjoint(words):
+    raw = text.text
+    if raw.isascii():
+        sentences = _sentences_holding(raw, present)
+    else:
+        sentences = _SENTENCE_SPLIT_RE.split(raw)
+    triples: set[_Triple] = set()
+    for sentence in sentences:
+        triples.update(_sentence_triples(sentence))
+    return frozenset(triples)
+
+
+def _sentences_holding(text: str, words: Collection[str]) -> list[str]:
+    """The sentences of an ASCII text (pieces of ``_SENTENCE_SPLIT_RE.split(text)``) that hold
+    one of ``words`` (lower case) as a substring in any case, in order: every sentence whose
+    words include one of them (an ASCII text's words are its letters and digits in a row,
+    lowered). Each sentence is found from where the words stand, without splitting the rest
+    of the text (a long text holds a few order words in dozens of sentences)."""
+    lowered = text.lower()  # an ASCII text lowers in place
+    places: list[int] = []
+    for word in words:
+        at = lowered.find(word)
+        while at >= 0:
+            places.append(at)
+            at = lowered.find(word, at + 1)
+    sentences: list[str] = []
+    covered = -1  # where the last sentence found ends
+    for place in sorted(places):
+        if place < covered:
             continue
-        words = [w for w in words if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
-        marks = [_is_order_word(words, pos) for pos in range(len(words))]
-        for pos, word in enumerate(words):
-            if marks[pos]:
-                after = _neighbours(words, marks, pos, 1)
-                triples.update(
-                    (x, word, y) for x in _neighbours(words, marks, pos, -1) for y in after if x != y
-                )
+        start, covered = _sentence_around(text, place)
+        sentences.append(text[start:covered])
+    return sentences
+
+
+def _sentence_around(text: str, place: int) -> tuple[int, int]:
+    """Where the sentence (a piece of ``_SENTENCE_SPLIT_RE.split(text)``) holding the letter or
+    digit at ``place`` starts and ends. A separator holds marks and spaces only, so none
+    covers a letter or a digit: the pattern scanned from such a letter's end finds what the
+    scan of the whole text finds from there. The scan starts a little before ``place``,
+    further back until a separator before ``place`` is found (or the text starts)."""
+    back = 256
+    while True:
+        start = max(place - back, 0)
+        while start > 0 and not text[start - 1].isalnum():
+            start -= 1
+        end = len(text)
+        sentence_start = 0 if start == 0 else -1
+        for match in _SENTENCE_SPLIT_RE.finditer(text, start):
+            if match.start() >= place:
+                end = match.start()
+                break
+            sentence_start = match.end()
+        if sentence_start >= 0:
+            return sentence_start, end
+        back *= 4
+
+
+def _sentence_triples(sentence: str) -> frozenset[_Triple]:
+    """The order triples of one sentence (see :func:`_order_triples`)."""
+    # No order word in this sentence (nor a "from"): no triple. (Splitting and one set
+    # test cost less than eight substring tests.)
+    words = default_process(sentence).split()
+    if _ORDER_WORDS.isdisjoint(words):
+        return frozenset()
+    triples: set[_Triple] = set()
+    words = [w for w in words if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
+    marks = [_is_order_word(words, pos) for pos in range(len(words))]
+    for pos, word in enumerate(words):
+        if marks[pos]:
+            after = _neighbours(words, marks, pos, 1)
+            triples.update(
+                (x, word, y) for x in _neighbours(words, marks, pos, -1) for y in after if x != y
+            )
     return frozenset(triples)
 
 

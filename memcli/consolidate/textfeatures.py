@@ -128,8 +128,13 @@ class TextFeatures:
     @cached_property
     def stems(self) -> frozenset[str]:
         """First letters of each normalised word: forms of one word share them."""
-        stems = word_stems(self.word_set)  # each word's stem made once a run, its hash kept
-        return frozenset(map(stems.__getitem__, self.word_set))
+        return frozenset(self.stem_sequence)
+
+    @cached_property
+    def stem_sequence(self) -> tuple[str, ...]:
+        """The stem of each of :attr:`words`, in order (each word's stem made once a run, its
+        hash kept: :data:`WORD_STEMS`)."""
+        return tuple(map(word_stems(self.word_set).__getitem__, self.words))
 
     @cached_property
     def tokens(self) -> tuple[Word, ...]:

@@ -198,9 +198,9 @@ def test_the_run_found_from_new_word_positions_is_the_walks(a: list[str], b: lis
 
 
 def _content_marks(arrays: _Walk) -> list[bool]:
-    """Whether each position of a walk is a content word, from the counts before each."""
-    before = arrays.content_before
-    return [bool(before[i + 1] - before[i]) for i in range(len(arrays.stems))]
+    """Whether each position of a walk is a content word, from its function-word marks."""
+    assert len(arrays.function_words) == len(arrays.stems) and set(arrays.function_words) <= {0, 1}
+    return [not mark for mark in arrays.function_words]
 
 
 def test_the_walk_arrays_with_and_without_an_attribution() -> None:

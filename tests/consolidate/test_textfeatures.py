@@ -404,3 +404,55 @@ def test_any_chunk_read_by_its_entry_is_the_full_reading(chunk: str) -> None:
     for state in range(4):
         expected = (*textfeatures._chunk_readings(chunk, state), textfeatures.negation_cue(chunk))
         assert textfeatures._chunk_entry(chunk, state) == expected, (chunk, state)
+
+
+# --------------------------------------------------------------------------------------------
+# helper guards8: the order guard reads only the sentences that hold an order word
+
+
+def _order_triples_reference(text: str) -> frozenset[tuple[str, str, str]]:
+    """The order triples from every sentence of the text (the split of the whole text)."""
+    features = TextFeatures(text)
+    if guards._ORDER_WORDS.isdisjoint(features.word_set):
+        return frozenset()
+    return frozenset().union(*map(guards._sentence_triples, guards._SENTENCE_SPLIT_RE.split(text)))
+
+
+_ORDER_BITS = st.sampled_from(["before", "Before", "BEFORE", "after", "than", "thank", "over", "overall", "from",
+                               "From", "to", "into", "then", "instead", "staging", "prod", "db", "x", "3.5", "e.g",
+                               "the", "cache", "a", "7"])
+_ORDER_GAPS = st.sampled_from([" ", " ", " ", ". ", "; ", ":", ".\n", "\n", "!? ", ".", " . ", "  ", "\t", ", ",
+                               "-", ";\n ", "...", ".x"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_ORDER_BITS, _ORDER_GAPS), min_size=1, max_size=25))
+def test_the_sentences_found_around_order_words_give_every_triple(parts: list[tuple[str, str]]) -> None:
+    text = "".join(bit + gap for bit, gap in parts)
+    assert guards._order_triples(TextFeatures(text)) == _order_triples_reference(text)
+    present = guards._ORDER_WORDS.intersection(TextFeatures(text).word_set)
+    expected = [s for s in guards._SENTENCE_SPLIT_RE.split(text) if any(w in s.lower() for w in present)]
+    assert guards._sentences_holding(text, present) == expected
+
+
+def test_a_sentence_is_found_however_far_back_it_starts() -> None:
+    # The scan for a sentence's start goes further back until it finds a separator (or the
+    # text's start): a sentence longer than the first look back, and one after a long one.
+    long_sentence = " ".join(["word"] * 300)
+    for text in (f"{long_sentence} staging before production",
+                 f"{long_sentence}. staging before production",
+                 f"First. {long_sentence} staging before production. Last after all",
+                 "staging before production"):
+        assert guards._order_triples(TextFeatures(text)) == _order_triples_reference(text)
+        place = text.index("before")
+        start, end = guards._sentence_around(text, place)
+        assert text[start:end] in guards._SENTENCE_SPLIT_RE.split(text)
+        assert start <= place < end
+    assert ("staging", "before", "production") in guards._order_triples(TextFeatures(f"{long_sentence} staging "
+                                                                                     "before production"))
+
+
+def test_a_text_beyond_ascii_splits_every_sentence() -> None:
+    text = "Über staging before production. Then ünder after prod"
+    assert guards._order_triples(TextFeatures(text)) == _order_triples_reference(text)
+    assert ("staging", "before", "production") in guards._order_triples(TextFeatures(text))
