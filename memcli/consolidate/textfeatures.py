@@ -516,14 +516,15 @@ def _chunk_entry(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, bool
     # the next (_token_info).
     form = word.lower()
     reading = _reading(word, form, state >= 2)
+    owns_stop = form in ABBREVIATIONS or len(word) == 1
     if not mark:
-        after = form in ABBREVIATIONS or len(word) == 1
+        after = int(owns_stop)
     else:  # a sentence starts after ":" (a sentence mark), or after a full stop not the word's
-        after = 2 * (mark == ":" or (mark in ".!?" and not (form in ABBREVIATIONS or len(word) == 1))) + 1
+        after = 2 * (mark == ":" or (mark in ".!?" and not owns_stop)) + 1
     # A negation cue in an ASCII chunk of letters (and a mark) is its word: an "n't" ending
     # needs an apostrophe (see negated).
     cue = form in NEGATION_WORDS if chunk.isascii() else negation_cue(chunk)
-    return (reading,), int(after), cue
+    return (reading,), after, cue
 
 
 # The marks a word may end its chunk with for _chunk_entry's short way: each a token of its own.
