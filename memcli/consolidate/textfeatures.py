@@ -15,7 +15,7 @@ look at where the texts differ).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property, lru_cache
 from itertools import chain, repeat
 from operator import getitem, itemgetter
@@ -142,21 +142,21 @@ class TextFeatures:
         return _text_words(self.text)
 
     @cached_property
-    def _walk(self) -> tuple[list[Reading], bool]:
+    def _walk(self) -> _TextWalk:
         return _text_readings(self.text)
 
     @cached_property
     def _readings(self) -> list[Reading]:
         """What each word token of the text contributes (:class:`Reading`), in order: the
         features most pairs need, read without building a :class:`Word` for every word."""
-        return self._walk[0]
+        return list(chain.from_iterable(self._walk.readings))
 
     @property
     def negation_cue(self) -> bool:
         """True when one of the text's chunks between spaces holds a negation cue
         (:func:`negation_cue`), found by the same walk as the readings. (The negation guard
         reads "not only" first: it affirms.)"""
-        return self._walk[1]
+        return self._walk.negated
 
     @cached_property
     def vocabulary(self) -> frozenset[str]:
@@ -166,17 +166,23 @@ class TextFeatures:
     @cached_property
     def names(self) -> frozenset[str]:
         """The canonical forms of the words written as names (:attr:`Word.is_name`)."""
-        return frozenset(chain.from_iterable(map(_NAMES, self._readings)))
+        return frozenset(chain.from_iterable(map(_NAMES, self._marked)))
 
     @cached_property
     def acronyms(self) -> frozenset[str]:
         """The canonical forms of the words written as acronyms (:attr:`Word.is_acronym`)."""
-        return frozenset(chain.from_iterable(map(_ACRONYMS, self._readings)))
+        return frozenset(chain.from_iterable(map(_ACRONYMS, self._marked)))
 
     @cached_property
     def capitalised(self) -> tuple[str, ...]:
         """The canonical forms of the capitalised words (:attr:`Word.capitalised`), in order."""
-        return tuple(chain.from_iterable(map(_CAPITALISED, self._readings)))
+        return tuple(chain.from_iterable(map(_CAPITALISED, self._marked)))
+
+    @property
+    def _marked(self) -> Iterator[Reading]:
+        """The readings of the chunks holding a name, an acronym or a capital, in order: the
+        others add none to :attr:`names`, :attr:`acronyms` and :attr:`capitalised`."""
+        return chain.from_iterable(self._walk.marked)
 
     @cached_property
     def initials(self) -> str:
@@ -205,7 +211,7 @@ class TextFeatures:
     @cached_property
     def sequence(self) -> tuple[str, ...]:
         """The canonical forms of :attr:`aligned`."""
-        return tuple(chain.from_iterable(map(_SEQUENCE, self._readings)))
+        return self._walk.sequence
 
     @cached_property
     def sequence_set(self) -> frozenset[str]:
@@ -463,14 +469,27 @@ def _reading(token: str, form: str, at_start: bool) -> Reading:
     return _one_reading(*_classify_form(token, form, at_start), at_start)
 
 
-# Chunk (a stretch of text between two spaces) -> (its Readings, the state after it, whether
-# it holds a negation cue), one table per state the walk enters it in (2 * at a sentence
-# start + a full stop would be owned).
-_CHUNKS: tuple[dict[str, tuple[tuple[Reading, ...], int, bool]], ...] = ({}, {}, {}, {})
+# Chunk (a stretch of text between two spaces) -> a _ChunkEntry (its Readings, the state
+# after it, ...), one table per state the walk enters it in (2 * at a sentence start + a
+# full stop would be owned).
+_ChunkEntry = tuple[tuple[Reading, ...], int, bool, tuple[str, ...], bool]
+_CHUNKS: tuple[dict[str, _ChunkEntry], ...] = ({}, {}, {}, {})
 _CHUNKS_MAX = 16_384  # chunks kept per table (a few MB each); emptied when full
 
 
-def _text_readings(text: str) -> tuple[list[Reading], bool]:
+class _TextWalk(NamedTuple):
+    """What the walk of :func:`_text_readings` gives: the readings of each chunk of a text,
+    in order (a tuple of :class:`Reading` a chunk), its :attr:`TextFeatures.sequence`, the
+    readings of the chunks holding a name, an acronym or a capital, and whether a chunk holds a
+    negation cue."""
+
+    readings: list[tuple[Reading, ...]]
+    sequence: tuple[str, ...]
+    marked: list[tuple[Reading, ...]]
+    negated: bool
+
+
+def _text_readings(text: str) -> _TextWalk:
     """The :class:`Reading` of each word token of a raw text, in order: the walk of
     :func:`_text_words`, keeping only whether a sentence starts; and whether one of its chunks
     holds a negation cue (:func:`negation_cue`).
@@ -479,9 +498,14 @@ def _text_readings(text: str) -> tuple[list[Reading], bool]:
     or the end of the stretch follows it: the tokens of a text are those of its chunks
     between spaces, in order. So the walk goes chunk by chunk, each chunk's readings and the
     state after it looked up by the chunk and the state before it (a store repeats its
-    words, punctuation included)."""
-    readings: list[Reading] = []
-    extend = readings.extend
+    words, punctuation included). The features every pair needs are gathered on the way:
+    the aligned words (each chunk's own, ready in its entry), and the few chunks with a name,
+    an acronym or a capital (most chunks hold none)."""
+    readings: list[tuple[Reading, ...]] = []
+    append = readings.append
+    sequence: list[str] = []
+    extend = sequence.extend
+    marked: list[tuple[Reading, ...]] = []
     tables = _CHUNKS
     state = 2  # at a sentence start, no full stop owned
     negated = False
@@ -492,14 +516,17 @@ def _text_readings(text: str) -> tuple[list[Reading], bool]:
             if len(table) >= _CHUNKS_MAX:
                 table.clear()
             found = table[chunk] = _chunk_entry(chunk, state)
-        extend(found[0])
+        append(found[0])
+        extend(found[3])
+        if found[4]:
+            marked.append(found[0])
         state = found[1]
         if found[2]:
             negated = True
-    return readings, negated
+    return _TextWalk(readings, tuple(sequence), marked, negated)
 
 
-def _chunk_entry(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, bool]:
+def _chunk_entry(chunk: str, state: int) -> _ChunkEntry:
     """What :data:`_CHUNKS` holds for a chunk entered in ``state``: its readings and the state
     after it (:func:`_chunk_readings`), and whether it holds a negation cue. The usual new
     chunk of prose, a word of letters alone, maybe followed by one mark (``deploy``,
@@ -509,7 +536,8 @@ def _chunk_entry(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, bool
     elif chunk[-1:] in _WORD_END_MARKS and chunk[:-1].isalpha():
         word, mark = chunk[:-1], chunk[-1]
     else:
-        return (*_chunk_readings(chunk, state), negation_cue(chunk))
+        readings, after = _chunk_readings(chunk, state)
+        return _entry(readings, after, negation_cue(chunk))
     # One word token (letters alone, _TOKEN_RE's word form) and maybe one mark token after it
     # (a letter is not a mark's lookahead; the chunk's end is). A full stop after the word is
     # its own when it is an abbreviation or a letter, and every mark of one character owns
@@ -524,7 +552,17 @@ def _chunk_entry(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, bool
     # A negation cue in an ASCII chunk of letters (and a mark) is its word: an "n't" ending
     # needs an apostrophe (see negated).
     cue = form in NEGATION_WORDS if chunk.isascii() else negation_cue(chunk)
-    return (reading,), after, cue
+    if not (reading[3] or reading[4] or reading[5]):  # no name, acronym nor capital
+        return (reading,), after, cue, reading[0], False
+    return (reading,), after, cue, reading[0], True
+
+
+def _entry(readings: tuple[Reading, ...], after: int, cue: bool) -> _ChunkEntry:
+    """A chunk's entry in :data:`_CHUNKS` from its readings, the state after it and whether it
+    holds a negation cue: its aligned words and whether it holds a name, an acronym or a
+    capital (a name is capitalised) added."""
+    return (readings, after, cue, tuple(chain.from_iterable(map(_SEQUENCE, readings))),
+            any(r[3] or r[4] or r[5] for r in readings))
 
 
 # The marks a word may end its chunk with for _chunk_entry's short way: each a token of its own.

@@ -394,7 +394,7 @@ _SHORT_WAY_CHUNKS = ["deploy", "Deploy", "DEPLOY", "deploy.", "deploy,", "deploy
 @pytest.mark.parametrize("chunk", _SHORT_WAY_CHUNKS)
 def test_a_chunk_read_the_short_way_is_the_full_reading(chunk: str) -> None:
     for state in range(4):
-        expected = (*textfeatures._chunk_readings(chunk, state), textfeatures.negation_cue(chunk))
+        expected = textfeatures._entry(*textfeatures._chunk_readings(chunk, state), textfeatures.negation_cue(chunk))
         assert textfeatures._chunk_entry(chunk, state) == expected, (chunk, state)
 
 
@@ -402,7 +402,7 @@ def test_a_chunk_read_the_short_way_is_the_full_reading(chunk: str) -> None:
 @given(st.text(alphabet=st.sampled_from(list("aZnotwKß\u0130\u017f.,;:!?'-")), min_size=1, max_size=8))
 def test_any_chunk_read_by_its_entry_is_the_full_reading(chunk: str) -> None:
     for state in range(4):
-        expected = (*textfeatures._chunk_readings(chunk, state), textfeatures.negation_cue(chunk))
+        expected = textfeatures._entry(*textfeatures._chunk_readings(chunk, state), textfeatures.negation_cue(chunk))
         assert textfeatures._chunk_entry(chunk, state) == expected, (chunk, state)
 
 
