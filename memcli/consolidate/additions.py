@@ -319,7 +319,11 @@ def _long_statement(text: TextFeatures) -> bool:
     distinct aligned words that are not function words are content words, each once at
     least: when they are enough, the content words need not be listed (a long text's set
     difference costs a fraction of a walk over its words)."""
-    if len(text.sequence_set - STOPWORDS) > QUALIFIER_MAX_CONTEXT:
+    distinct = text.sequence_set
+    # More distinct words than function words and the limit: enough without a set operation
+    # (a long text); else those that are not function words.
+    if (len(distinct) > len(STOPWORDS) + QUALIFIER_MAX_CONTEXT
+            or len(distinct - STOPWORDS) > QUALIFIER_MAX_CONTEXT):
         return True
     return text.content_count > QUALIFIER_MAX_CONTEXT
 

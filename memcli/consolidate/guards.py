@@ -625,14 +625,21 @@ def word_substituted(text_a: _Text, text_b: _Text) -> bool:
     if not (_may_contrast(first, second) and _may_contrast(second, first)):
         return False
     seq_a, seq_b = first.sequence, second.sequence
+    # Only words the lexicon knows contrast (contrast() is False for any other): a block
+    # without one on either side is passed over, and the others are left out of the pairs.
+    known_a, known_b = first.once("lexical", _lexical), second.once("lexical", _lexical)
     for op in diff_blocks(first, second):
         if op.tag != "replace" or op.a1 - op.a0 > _SUBSTITUTION_SPAN or op.b1 - op.b0 > _SUBSTITUTION_SPAN:
             continue
         span_a, span_b = seq_a[op.a0:op.a1], seq_b[op.b0:op.b1]
+        if known_a.isdisjoint(span_a) or known_b.isdisjoint(span_b):
+            continue
         # A content word that the other text has anywhere was moved, not replaced; a function
         # word ("in", "out") is too common for that test and is looked at in its place only.
-        only_a = [w for w in span_a if w not in span_b and (w in STOPWORDS or w not in second.sequence_set)]
-        only_b = [w for w in span_b if w not in span_a and (w in STOPWORDS or w not in first.sequence_set)]
+        only_a = [w for w in span_a if w in known_a and w not in span_b
+                  and (w in STOPWORDS or w not in second.sequence_set)]
+        only_b = [w for w in span_b if w in known_b and w not in span_a
+                  and (w in STOPWORDS or w not in first.sequence_set)]
         if any(contrast(x, y) for x in only_a for y in only_b):
             # "seven days" / "a week" is one length of time said two ways: units with a
             # number written in words on either side are the numbers guard's business.

@@ -645,41 +645,52 @@ def ordered(a: TextFeatures, b: TextFeatures) -> tuple[TextFeatures, TextFeature
     return (b, a) if b.text < a.text else (a, b)
 
 
-@lru_cache(maxsize=256)
 def diff_blocks(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:
     """Where two texts differ, as blocks between their equal stretches (pass the pair through
     :func:`ordered`). Consecutive edits form one block ("in the water" / "out of the water"
-    is one block: in -> out of), however the edit script splits them. Cached per pair: the
-    guards that look at where two texts differ share one alignment."""
+    is one block: in -> out of), however the edit script splits them.
+
+    The guards of one pair share one alignment: the first text keeps the last one it was
+    aligned by, with the other text (a string, not its features: no reference from one text's
+    features to another's, so nothing outlives its features nor forms a cycle)."""
+    last = first._memo.get(_LAST_DIFF)
+    if last is not None and (last[0] is second.text or last[0] == second.text):
+        return last[1]  # type: ignore[no-any-return]
+    blocks = _diff_blocks(first, second)
+    first._memo[_LAST_DIFF] = (second.text, blocks)
+    return blocks
+
+
+_LAST_DIFF = " diff"  # the key of a text's last alignment among its once() values (no name)
+
+
+def _diff_blocks(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:
+    """:func:`diff_blocks`, worked out."""
     seq_a, seq_b = first.sequence, second.sequence
     if seq_a == seq_b:
         return ()
     if max(len(seq_a), len(seq_b)) > MAX_ALIGN_WORDS:
         return (Op("replace", 0, len(seq_a), 0, len(seq_b)),)
-    blocks: list[Op] = []
-    start: tuple[int, int] | None = None  # where the current run of edits began
-    end = (0, 0)
-    # Plain tuples from the edit script: an Op is made only for each block, not for each edit.
-    # as_list() gives plain (tag, a0, a1, b0, b1) tuples at run time; its stub says Opcode.
+    # Plain tuples from the edit script (as_list() gives plain (tag, a0, a1, b0, b1) tuples at
+    # run time; its stub says Opcode). The edits follow one another without gaps, so the
+    # edits between two equal stretches span from the end of one to the start of the next:
+    # the blocks are the gaps between the equal stretches, read from those alone.
     edits = cast(list[tuple[str, int, int, int, int]], Levenshtein.opcodes(seq_a, seq_b).as_list())
+    blocks: list[Op] = []
+    append = blocks.append
+    a_end = b_end = 0  # where the last equal stretch ends
     for tag, a0, a1, b0, b1 in edits:
         if tag == "equal":
-            if start is not None:
-                blocks.append(_block(*start, *end))
-                start = None
-            continue
-        if start is None:
-            start = (a0, b0)
-        end = (a1, b1)
-    if start is not None:
-        blocks.append(_block(*start, *end))
+            if a0 != a_end or b0 != b_end:
+                append(_block(a_end, b_end, a0, b0))
+            a_end, b_end = a1, b1
+    if a_end != len(seq_a) or b_end != len(seq_b):
+        append(_block(a_end, b_end, len(seq_a), len(seq_b)))
     return tuple(blocks)
 
 
 def _block(a0: int, b0: int, a1: int, b1: int) -> Op:
-    """One block of difference, tagged by what it holds on each side."""
-    if a0 == a1:
-        return Op("insert", a0, a1, b0, b1)
-    if b0 == b1:
-        return Op("delete", a0, a1, b0, b1)
-    return Op("replace", a0, a1, b0, b1)
+    """One block of difference, tagged by what it holds on each side (an Op made from a ready
+    tuple, without NamedTuple.__new__'s extra call)."""
+    tag = "insert" if a0 == a1 else "delete" if b0 == b1 else "replace"
+    return tuple.__new__(Op, (tag, a0, a1, b0, b1))

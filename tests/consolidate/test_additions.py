@@ -246,3 +246,19 @@ def test_a_long_statement_by_its_distinct_words_or_its_count(text: str, long: bo
     features = TextFeatures(text)
     assert _long_statement(features) is long
     assert (features.content_count > QUALIFIER_MAX_CONTEXT) is long
+
+
+def test_a_long_statement_by_its_number_of_distinct_words_alone() -> None:
+    # More distinct aligned words than function words and the limit (helper guards8): some
+    # QUALIFIER_MAX_CONTEXT + 1 of them are not function words, without a set operation. At
+    # the edge (every function word and nine others) the set operation decides.
+    from memcli.consolidate.additions import QUALIFIER_MAX_CONTEXT, _long_statement
+    from memcli.consolidate.textfeatures import ARTICLES, STOPWORDS
+
+    function = sorted(STOPWORDS - ARTICLES)  # articles are not aligned
+    others = [f"word{n}" for n in range(QUALIFIER_MAX_CONTEXT + 1 + len(ARTICLES))]
+    for extra in (QUALIFIER_MAX_CONTEXT, QUALIFIER_MAX_CONTEXT + 1, QUALIFIER_MAX_CONTEXT + 1 + len(ARTICLES)):
+        features = TextFeatures(" ".join(function + others[:extra]))
+        expected = (len(features.sequence_set - STOPWORDS) > QUALIFIER_MAX_CONTEXT
+                    or features.content_count > QUALIFIER_MAX_CONTEXT)
+        assert _long_statement(features) is expected is (extra > QUALIFIER_MAX_CONTEXT)

@@ -456,3 +456,66 @@ def test_a_text_beyond_ascii_splits_every_sentence() -> None:
     text = "Über staging before production. Then ünder after prod"
     assert guards._order_triples(TextFeatures(text)) == _order_triples_reference(text)
     assert ("staging", "before", "production") in guards._order_triples(TextFeatures(text))
+
+
+# --------------------------------------------------------------------------------------------
+# helper guards8: the blocks read from the equal stretches, and a text's last alignment kept
+# on its own features
+
+
+def _blocks_reference(first: TextFeatures, second: TextFeatures) -> tuple[textfeatures.Op, ...]:
+    """The blocks as runs of consecutive edits of the edit script (how they were first read)."""
+    from rapidfuzz.distance import Levenshtein
+
+    seq_a, seq_b = first.sequence, second.sequence
+    if seq_a == seq_b:
+        return ()
+    blocks, run = [], None
+    for tag, a0, a1, b0, b1 in Levenshtein.opcodes(seq_a, seq_b).as_list():
+        if tag == "equal":
+            if run is not None:
+                blocks.append(run)
+                run = None
+            continue
+        run = (a0, b0, a1, b1) if run is None else (run[0], run[1], a1, b1)
+    if run is not None:
+        blocks.append(run)
+    return tuple(textfeatures.Op("insert" if a0 == a1 else "delete" if b0 == b1 else "replace", a0, a1, b0, b1)
+                 for a0, b0, a1, b1 in blocks)
+
+
+_DIFF_WORDS = st.sampled_from(["deploy", "the", "staging", "production", "in", "out", "of", "cache", "Alice", "x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_DIFF_WORDS, max_size=14), st.lists(_DIFF_WORDS, max_size=14))
+def test_the_blocks_between_equal_stretches_are_the_runs_of_edits(a: list[str], b: list[str]) -> None:
+    first, second = textfeatures.ordered(TextFeatures(" ".join(a)), TextFeatures(" ".join(b)))
+    expected = _blocks_reference(first, second)
+    assert textfeatures.diff_blocks(first, second) == expected
+    assert all(type(op) is textfeatures.Op for op in textfeatures.diff_blocks(first, second))
+
+
+def test_a_text_keeps_its_last_alignment_without_holding_the_other_text() -> None:
+    import gc
+    import weakref
+
+    a = TextFeatures("restart the worker after a deploy")
+    b = TextFeatures("restart the queue after a deploy")
+    c = TextFeatures("restart the worker before a deploy")
+    ab = textfeatures.diff_blocks(a, b)
+    assert textfeatures.diff_blocks(a, b) is ab  # the guards of one pair share it
+    assert textfeatures.diff_blocks(a, TextFeatures(b.text)) is ab  # the same text
+    ac = textfeatures.diff_blocks(a, c)
+    assert ac == _blocks_reference(a, c) != ab
+    assert textfeatures.diff_blocks(a, b) == _blocks_reference(a, b) == ab  # aligned again
+    was_enabled = gc.isenabled()
+    gc.disable()  # planning pauses the collector: the other text must go without it
+    try:
+        ref = weakref.ref(c)
+        textfeatures.diff_blocks(a, c)
+        del c
+        assert ref() is None
+    finally:
+        if was_enabled:
+            gc.enable()
