@@ -222,10 +222,10 @@ def _verbs(text: TextFeatures, start: int, end: int) -> list[str]:
     auxiliaries, irregular past forms, "-ed" forms, and a word right after a subject pronoun
     ("they chatted", "she accepts")."""
     found: list[str] = []
-    sequence, names = text.sequence, text.aligned_names  # the canonical forms of text.aligned
+    sequence, names = text.sequence, text.name_positions  # the canonical forms of text.aligned
     for pos in range(start, end):
         canon = sequence[pos]
-        if canon in SPEECH_VERBS or names[pos]:
+        if canon in SPEECH_VERBS or pos in names:
             continue
         if (canon in _AUXILIARIES or canon in _IRREGULAR_PAST
                 or (len(canon) >= 4 and canon.endswith("ed") and canon not in _NOT_PAST)

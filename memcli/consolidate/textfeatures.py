@@ -182,7 +182,19 @@ class TextFeatures:
     def _marked(self) -> Iterator[Reading]:
         """The readings of the chunks holding a name, an acronym or a capital, in order: the
         others add none to :attr:`names`, :attr:`acronyms` and :attr:`capitalised`."""
-        return chain.from_iterable(self._walk.marked)
+        return chain.from_iterable(map(_MARKED_READINGS, self._walk.marked))
+
+    @cached_property
+    def name_positions(self) -> frozenset[int]:
+        """The positions in :attr:`sequence` of the words written as names (a name is
+        capitalised: only the marked chunks hold one)."""
+        positions: list[int] = []
+        for pos, readings in self._walk.marked:
+            for is_name in chain.from_iterable(map(_ALIGNED_NAMES, readings)):
+                if is_name:
+                    positions.append(pos)
+                pos += 1
+        return frozenset(positions)
 
     @cached_property
     def initials(self) -> str:
@@ -192,7 +204,10 @@ class TextFeatures:
     @cached_property
     def aligned_names(self) -> tuple[bool, ...]:
         """For each word of :attr:`sequence`, whether it is written as a name."""
-        return tuple(chain.from_iterable(map(_ALIGNED_NAMES, self._readings)))
+        flags = [False] * len(self.sequence)
+        for pos in self.name_positions:
+            flags[pos] = True
+        return tuple(flags)
 
     @cached_property
     def content(self) -> tuple[str, ...]:
@@ -435,6 +450,7 @@ def _one_reading(form: str, name: bool, acronym: bool, capitalised: bool, at_sta
 
 # The parts of a Reading, read in C over all the readings of a text.
 _SEQUENCE, _ALIGNED_NAMES, _CONTENT, _NAMES, _ACRONYMS, _CAPITALISED, _VOCABULARY = map(itemgetter, range(7))
+_MARKED_READINGS = itemgetter(1)
 
 
 # How the walk of :func:`_text_readings` reads a token, worked out once per token: a word:
@@ -485,7 +501,7 @@ class _TextWalk(NamedTuple):
 
     readings: list[tuple[Reading, ...]]
     sequence: tuple[str, ...]
-    marked: list[tuple[Reading, ...]]
+    marked: list[tuple[int, tuple[Reading, ...]]]  # (where in the sequence it starts, readings)
     negated: bool
 
 
@@ -505,7 +521,7 @@ def _text_readings(text: str) -> _TextWalk:
     append = readings.append
     sequence: list[str] = []
     extend = sequence.extend
-    marked: list[tuple[Reading, ...]] = []
+    marked: list[tuple[int, tuple[Reading, ...]]] = []
     tables = _CHUNKS
     state = 2  # at a sentence start, no full stop owned
     negated = False
@@ -517,9 +533,9 @@ def _text_readings(text: str) -> _TextWalk:
                 table.clear()
             found = table[chunk] = _chunk_entry(chunk, state)
         append(found[0])
-        extend(found[3])
         if found[4]:
-            marked.append(found[0])
+            marked.append((len(sequence), found[0]))
+        extend(found[3])
         state = found[1]
         if found[2]:
             negated = True

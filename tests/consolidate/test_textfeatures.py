@@ -145,6 +145,7 @@ def _from_words(text: str) -> dict[str, object]:
     return {
         "sequence": tuple(w.canon for w in aligned),
         "aligned_names": tuple(w.is_name for w in aligned),
+        "name_positions": frozenset(pos for pos, w in enumerate(aligned) if w.is_name),
         "content": textfeatures.content_words(aligned),
         "vocabulary": frozenset(w.canon for w in words if not w.canon[0].isdigit()),
         "names": frozenset(w.canon for w in words if w.is_name),
@@ -156,8 +157,8 @@ def _from_words(text: str) -> dict[str, object]:
 
 def _lean(text: str) -> dict[str, object]:
     features = TextFeatures(text)
-    return {key: getattr(features, key) for key in ("sequence", "aligned_names", "content", "vocabulary",
-                                                    "names", "acronyms", "capitalised", "initials")}
+    return {key: getattr(features, key) for key in ("sequence", "aligned_names", "name_positions", "content",
+                                                    "vocabulary", "names", "acronyms", "capitalised", "initials")}
 
 
 _LEAN_WORDS = st.sampled_from(["Deploy", "deploy", "the", "a", "A", "An", "U.S.", "and", "al-Qaida", "COVID-19",
