@@ -608,8 +608,8 @@ def _lexical(text: TextFeatures) -> frozenset[str]:
 def _may_contrast(a: TextFeatures, b: TextFeatures) -> bool:
     """True when A has a word the lexicon knows that could stand replaced in B: a function
     word, or a word B lacks (the test the alignment walk makes, on sets first)."""
-    sequence_b = b.sequence_set
-    return any(w in STOPWORDS or w not in sequence_b for w in a.once("lexical", _lexical))
+    known = a.once("lexical", _lexical)
+    return not (known.isdisjoint(STOPWORDS) and known.issubset(b.sequence_set))  # in C
 
 
 def word_substituted(text_a: _Text, text_b: _Text) -> bool:

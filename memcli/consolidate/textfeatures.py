@@ -80,6 +80,7 @@ _NOT_NAMES = STOPWORDS | ABBREVIATIONS  # capitalised, but not names
 ACRONYM_RE = re.compile(r"(?:[A-Za-z]\.){2,}|[A-Z][A-Z0-9&_]+")
 
 _T = TypeVar("_T")
+_MISSING: Any = object()  # no value kept (once() values may be None)
 
 
 class Word(NamedTuple):
@@ -110,11 +111,10 @@ class TextFeatures:
 
     def once(self, key: str, compute: Callable[[TextFeatures], _T]) -> _T:
         """``compute(self)``, computed on the first call for ``key`` and kept."""
-        try:
-            return self._memo[key]  # type: ignore[no-any-return]
-        except KeyError:
+        value = self._memo.get(key, _MISSING)  # (a miss is no exception: most keys miss once)
+        if value is _MISSING:
             value = self._memo[key] = compute(self)
-            return value
+        return value  # type: ignore[no-any-return]
 
     @cached_property
     def words(self) -> tuple[str, ...]:
@@ -559,7 +559,15 @@ def _chunk_entry(chunk: str, state: int) -> _ChunkEntry:
     # its own when it is an abbreviation or a letter, and every mark of one character owns
     # the next (_token_info).
     form = word.lower()
-    reading = _reading(word, form, state >= 2)
+    if word.islower():  # the usual word: _reading's short way, in place
+        vocabulary = (form,)
+        if form in ARTICLES:  # not aligned ("a" is, written as a capital inside a sentence)
+            reading: Reading = ((), (), (), (), (), (), vocabulary)
+        else:
+            content = () if form in STOPWORDS else vocabulary
+            reading = (vocabulary, _NOT_A_NAME, content, (), (), (), vocabulary)
+    else:
+        reading = _reading(word, form, state >= 2)
     owns_stop = form in ABBREVIATIONS or len(word) == 1
     if not mark:
         after = int(owns_stop)
@@ -581,6 +589,7 @@ def _entry(readings: tuple[Reading, ...], after: int, cue: bool) -> _ChunkEntry:
             any(r[3] or r[4] or r[5] for r in readings))
 
 
+_NOT_A_NAME = (False,)
 # The marks a word may end its chunk with for _chunk_entry's short way: each a token of its own.
 _WORD_END_MARKS = frozenset(".,;:!?")
 
