@@ -8,8 +8,9 @@ per-text value of its own computes it through :meth:`TextFeatures.once`.
 
 The engine keeps one :class:`TextFeatures` per memory for a whole run; :func:`features`
 keeps a bounded cache of them by text for other callers (the on-save check, benchmarks).
-:func:`diff_blocks` aligns two texts word by word (cached per pair, for the few guards that
-look at where the texts differ).
+:func:`diff_blocks` aligns two texts word by word, for the few guards that look at where the
+texts differ (the first text of a pair keeps its last alignment, so the guards of one pair
+share it, and it goes with the text's features).
 """
 
 from __future__ import annotations
@@ -676,18 +677,22 @@ def diff_blocks(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:
     :func:`ordered`). Consecutive edits form one block ("in the water" / "out of the water"
     is one block: in -> out of), however the edit script splits them.
 
-    The guards of one pair share one alignment: the first text keeps the last one it was
-    aligned by, with the other text (a string, not its features: no reference from one text's
-    features to another's, so nothing outlives its features nor forms a cycle)."""
-    last = first._memo.get(_LAST_DIFF)
-    if last is not None and (last[0] is second.text or last[0] == second.text):
-        return last[1]  # type: ignore[no-any-return]
+    The guards of one pair share one alignment: the first text keeps the last two it was
+    aligned by (the clause guard aligns the statements, which differ from the texts when one
+    has an attribution), each with the other text (a string, not its features: no reference
+    from one text's features to another's, so nothing outlives its features nor forms a
+    cycle)."""
+    last: tuple[tuple[str, tuple[Op, ...]], ...] = first._memo.get(_LAST_DIFF, ())
+    other = second.text
+    for text, found in last:
+        if text is other or text == other:
+            return found
     blocks = _diff_blocks(first, second)
-    first._memo[_LAST_DIFF] = (second.text, blocks)
+    first._memo[_LAST_DIFF] = ((other, blocks), *last[:1])
     return blocks
 
 
-_LAST_DIFF = " diff"  # the key of a text's last alignment among its once() values (no name)
+_LAST_DIFF = " diff"  # the key of a text's last alignments among its once() values (no name)
 
 
 def _diff_blocks(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:

@@ -509,7 +509,10 @@ def test_a_text_keeps_its_last_alignment_without_holding_the_other_text() -> Non
     assert textfeatures.diff_blocks(a, TextFeatures(b.text)) is ab  # the same text
     ac = textfeatures.diff_blocks(a, c)
     assert ac == _blocks_reference(a, c) != ab
-    assert textfeatures.diff_blocks(a, b) == _blocks_reference(a, b) == ab  # aligned again
+    assert textfeatures.diff_blocks(a, b) is ab  # the last two are kept (texts, statements)
+    d = TextFeatures("restart the worker after a rollback")
+    assert textfeatures.diff_blocks(a, d) == _blocks_reference(a, d)
+    assert textfeatures.diff_blocks(a, c) is not ac and textfeatures.diff_blocks(a, c) == ac  # aligned again
     was_enabled = gc.isenabled()
     gc.disable()  # planning pauses the collector: the other text must go without it
     try:
