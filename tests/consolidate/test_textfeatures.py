@@ -512,7 +512,9 @@ def test_a_text_keeps_its_last_alignment_without_holding_the_other_text() -> Non
     assert textfeatures.diff_blocks(a, b) is ab  # the last two are kept (texts, statements)
     d = TextFeatures("restart the worker after a rollback")
     assert textfeatures.diff_blocks(a, d) == _blocks_reference(a, d)
-    assert textfeatures.diff_blocks(a, c) is not ac and textfeatures.diff_blocks(a, c) == ac  # aligned again
+    assert textfeatures.diff_blocks(a, c) is ac  # the last two made: d's and c's
+    again = textfeatures.diff_blocks(a, b)  # the oldest let go: aligned again
+    assert again is not ab and again == ab
     was_enabled = gc.isenabled()
     gc.disable()  # planning pauses the collector: the other text must go without it
     try:
