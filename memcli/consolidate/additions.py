@@ -120,23 +120,30 @@ def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:
 
 
 class _Walk(NamedTuple):
-    """The walk of :func:`_body_walk` as arrays: the stems, the set of stems, and which
-    positions hold a function word (a byte each: 1 for a function word, 0 for a content
-    word; made in C, and searched in C for the content words between two positions)."""
+    """The words :func:`_body_walk` walks: ``text.words[start:end]`` (a bare attribution
+    aside), and the set of their stems. Their stems in order and which of them are function
+    words are looked up only for a pair that needs them (:func:`_holds_new_run`)."""
 
-    stems: tuple[str, ...]
+    start: int
+    end: int
     stem_set: frozenset[str]
-    function_words: bytes
 
 
 def _walk_arrays(text: TextFeatures) -> _Walk:
-    """:func:`_body_walk` as a :class:`_Walk`, each word looked up in C."""
+    """:func:`_body_walk`'s words as a :class:`_Walk`."""
     lead, trail = text.attribution_words
-    if lead == trail == 0:  # the walk holds every word: its stems are the text's
-        return _Walk(text.stem_sequence, text.stems, bytes(map(STOPWORDS.__contains__, text.words)))
     end = len(text.words) - trail
-    stems = text.stem_sequence[lead:end]
-    return _Walk(stems, frozenset(stems), bytes(map(STOPWORDS.__contains__, text.words[lead:end])))
+    if lead == trail == 0:  # the walk holds every word: its stems are the text's
+        return _Walk(0, end, text.stems)
+    return _Walk(lead, end, frozenset(text.stem_sequence[lead:end]))
+
+
+def _function_words(text: TextFeatures) -> bytes:
+    """Which of the walk's words are function words: a byte each, 1 for a function word, 0
+    for a content word (made in C, and searched in C for the content words between two
+    positions)."""
+    walk = text.once("walk", _walk_arrays)
+    return bytes(map(STOPWORDS.__contains__, text.words[walk.start:walk.end]))
 
 
 def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
@@ -151,10 +158,11 @@ def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
     new_stems = walk.stem_set - b.stems
     if not new_stems:
         return False
-    new = list(compress(range(len(walk.stems)), map(new_stems.__contains__, walk.stems)))
+    stems = a.stem_sequence[walk.start:walk.end]
+    new = list(compress(range(len(stems)), map(new_stems.__contains__, stems)))
     if len(new) < EXTRA_DETAIL_RUN:
         return False
-    marks = walk.function_words
+    marks = a.once("function_words", _function_words)
     run = run_content = 0
     last = -1
     for pos in new:

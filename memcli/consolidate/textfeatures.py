@@ -128,8 +128,9 @@ class TextFeatures:
 
     @cached_property
     def stems(self) -> frozenset[str]:
-        """First letters of each normalised word: forms of one word share them."""
-        return frozenset(self.stem_sequence)
+        """First letters of each normalised word: forms of one word share them (each distinct
+        word sliced in C)."""
+        return frozenset(map(getitem, self.word_set, repeat(_STEM_SLICE)))
 
     @cached_property
     def stem_sequence(self) -> tuple[str, ...]:
