@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memcli.consolidate import guards, identifiers, textfeatures
+from memcli.consolidate import guards, identifiers, order, textfeatures
 from memcli.consolidate.textfeatures import TextFeatures, Word
 
 
@@ -90,9 +90,9 @@ def test_identifiers_need_a_code_mark() -> None:
 
 
 def test_order_triples_need_an_order_word() -> None:
-    assert guards._order_triples(TextFeatures("staging then production")) == frozenset(
+    assert order._order_triples(TextFeatures("staging then production")) == frozenset(
         {("staging", "then", "production")})
-    assert guards._order_triples(TextFeatures("staging and production")) == frozenset()
+    assert order._order_triples(TextFeatures("staging and production")) == frozenset()
 
 
 def test_statement_and_attribution_share_one_span() -> None:
@@ -362,7 +362,7 @@ _OLD_SENTENCE_SPLIT = re.compile(r"[.!?;:\n]+(?:\s+|$)")
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab .!?;:\n\t\u00a0,")), max_size=40))
 def test_the_sentence_split_is_the_old_patterns(text: str) -> None:
-    assert guards._SENTENCE_SPLIT_RE.split(text) == _OLD_SENTENCE_SPLIT.split(text)
+    assert order._SENTENCE_SPLIT_RE.split(text) == _OLD_SENTENCE_SPLIT.split(text)
 
 
 def test_stems_from_the_word_table_are_the_words_first_letters(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -414,9 +414,9 @@ def test_any_chunk_read_by_its_entry_is_the_full_reading(chunk: str) -> None:
 def _order_triples_reference(text: str) -> frozenset[tuple[str, str, str]]:
     """The order triples from every sentence of the text (the split of the whole text)."""
     features = TextFeatures(text)
-    if guards._ORDER_WORDS.isdisjoint(features.word_set):
+    if order._ORDER_WORDS.isdisjoint(features.word_set):
         return frozenset()
-    return frozenset().union(*map(guards._sentence_triples, guards._SENTENCE_SPLIT_RE.split(text)))
+    return frozenset().union(*map(order._sentence_triples, order._SENTENCE_SPLIT_RE.split(text)))
 
 
 _ORDER_BITS = st.sampled_from(["before", "Before", "BEFORE", "after", "than", "thank", "over", "overall", "from",
@@ -430,10 +430,10 @@ _ORDER_GAPS = st.sampled_from([" ", " ", " ", ". ", "; ", ":", ".\n", "\n", "!? 
 @given(st.lists(st.tuples(_ORDER_BITS, _ORDER_GAPS), min_size=1, max_size=25))
 def test_the_sentences_found_around_order_words_give_every_triple(parts: list[tuple[str, str]]) -> None:
     text = "".join(bit + gap for bit, gap in parts)
-    assert guards._order_triples(TextFeatures(text)) == _order_triples_reference(text)
-    present = guards._ORDER_WORDS.intersection(TextFeatures(text).word_set)
-    expected = [s for s in guards._SENTENCE_SPLIT_RE.split(text) if any(w in s.lower() for w in present)]
-    assert guards._sentences_holding(text, present) == expected
+    assert order._order_triples(TextFeatures(text)) == _order_triples_reference(text)
+    present = order._ORDER_WORDS.intersection(TextFeatures(text).word_set)
+    expected = [s for s in order._SENTENCE_SPLIT_RE.split(text) if any(w in s.lower() for w in present)]
+    assert order._sentences_holding(text, present) == expected
 
 
 def test_a_sentence_is_found_however_far_back_it_starts() -> None:
@@ -444,19 +444,19 @@ def test_a_sentence_is_found_however_far_back_it_starts() -> None:
                  f"{long_sentence}. staging before production",
                  f"First. {long_sentence} staging before production. Last after all",
                  "staging before production"):
-        assert guards._order_triples(TextFeatures(text)) == _order_triples_reference(text)
+        assert order._order_triples(TextFeatures(text)) == _order_triples_reference(text)
         place = text.index("before")
-        start, end = guards._sentence_around(text, place)
-        assert text[start:end] in guards._SENTENCE_SPLIT_RE.split(text)
+        start, end = order._sentence_around(text, place)
+        assert text[start:end] in order._SENTENCE_SPLIT_RE.split(text)
         assert start <= place < end
-    assert ("staging", "before", "production") in guards._order_triples(TextFeatures(f"{long_sentence} staging "
+    assert ("staging", "before", "production") in order._order_triples(TextFeatures(f"{long_sentence} staging "
                                                                                      "before production"))
 
 
 def test_a_text_beyond_ascii_splits_every_sentence() -> None:
     text = "Über staging before production. Then ünder after prod"
-    assert guards._order_triples(TextFeatures(text)) == _order_triples_reference(text)
-    assert ("staging", "before", "production") in guards._order_triples(TextFeatures(text))
+    assert order._order_triples(TextFeatures(text)) == _order_triples_reference(text)
+    assert ("staging", "before", "production") in order._order_triples(TextFeatures(text))
 
 
 # --------------------------------------------------------------------------------------------
