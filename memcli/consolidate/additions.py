@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from itertools import accumulate, compress
+from itertools import compress
 from operator import not_
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 from memcli.consolidate.restate import REPORTING_VERBS, SPEECH_VERBS
 from memcli.consolidate.textfeatures import (
     STEM_LETTERS,
     STOPWORDS,
-    WORD_STEMS,
     TextFeatures,
     diff_blocks,
     features,
@@ -121,27 +120,30 @@ def _may_hold_run(a: TextFeatures, b: TextFeatures) -> bool:
 
 
 class _Walk(NamedTuple):
-    """The walk of :func:`_body_walk` as arrays: the stems, the set of stems, and how many
-    content words stand before each position (position ``i`` is a content word when the count
-    grows after it)."""
+    """The words :func:`_body_walk` walks: ``text.words[start:end]`` (a bare attribution
+    aside), and the set of their stems. Their stems in order and which of them are function
+    words are looked up only for a pair that needs them (:func:`_holds_new_run`)."""
 
-    stems: tuple[str, ...]
+    start: int
+    end: int
     stem_set: frozenset[str]
-    content_before: tuple[int, ...]
 
 
 def _walk_arrays(text: TextFeatures) -> _Walk:
-    """:func:`_body_walk` as a :class:`_Walk`, each word looked up in C."""
+    """:func:`_body_walk`'s words as a :class:`_Walk`."""
     lead, trail = text.attribution_words
-    words = text.words[lead:len(text.words) - trail]
-    table = WORD_STEMS
-    stems = cast(tuple[str, ...], tuple(map(table.get, words)))
-    if None in stems:  # words not seen yet (or the table emptied since)
-        table = word_stems(text.word_set)
-        stems = tuple(map(table.__getitem__, words))
-    # Without an attribution the walk holds every word: its stems are the text's.
-    stem_set = text.stems if lead == trail == 0 else frozenset(stems)
-    return _Walk(stems, stem_set, tuple(accumulate(_content_marks(words), initial=0)))
+    end = len(text.words) - trail
+    if lead == trail == 0:  # the walk holds every word: its stems are the text's
+        return _Walk(0, end, text.stems)
+    return _Walk(lead, end, frozenset(text.stem_sequence[lead:end]))
+
+
+def _function_words(text: TextFeatures) -> bytes:
+    """Which of the walk's words are function words: a byte each, 1 for a function word, 0
+    for a content word (made in C, and searched in C for the content words between two
+    positions)."""
+    walk = text.once("walk", _walk_arrays)
+    return bytes(map(STOPWORDS.__contains__, text.words[walk.start:walk.end]))
 
 
 def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
@@ -150,23 +152,24 @@ def _holds_new_run(a: TextFeatures, b: TextFeatures) -> bool:
     says), found from the positions of A's new words alone.
 
     Between two new words of A stand only words B has; one of them a content word ends the
-    run, which the count of content words before each position tells without walking there.
+    run, which a search of the function-word marks between them tells without walking there.
     Two near copies have few new words, so a pair costs a few set operations."""
     walk = a.once("walk", _walk_arrays)
     new_stems = walk.stem_set - b.stems
     if not new_stems:
         return False
-    new = list(compress(range(len(walk.stems)), map(new_stems.__contains__, walk.stems)))
+    stems = a.stem_sequence[walk.start:walk.end]
+    new = list(compress(range(len(stems)), map(new_stems.__contains__, stems)))
     if len(new) < EXTRA_DETAIL_RUN:
         return False
-    before = walk.content_before
+    marks = a.once("function_words", _function_words)
     run = run_content = 0
     last = -1
     for pos in new:
-        if last >= 0 and before[pos] != before[last + 1]:  # a content word B has stands between
+        if last >= 0 and marks.find(0, last + 1, pos) >= 0:  # a content word B has stands between
             run = run_content = 0
         run += 1
-        run_content += before[pos + 1] - before[pos]  # 1 for a content word
+        run_content += 1 - marks[pos]  # 1 for a content word
         if run >= EXTRA_DETAIL_RUN and run_content >= EXTRA_DETAIL_CONTENT:
             return True
         last = pos
@@ -227,10 +230,10 @@ def _verbs(text: TextFeatures, start: int, end: int) -> list[str]:
     auxiliaries, irregular past forms, "-ed" forms, and a word right after a subject pronoun
     ("they chatted", "she accepts")."""
     found: list[str] = []
-    sequence, names = text.sequence, text.aligned_names  # the canonical forms of text.aligned
+    sequence, names = text.sequence, text.name_positions  # the canonical forms of text.aligned
     for pos in range(start, end):
         canon = sequence[pos]
-        if canon in SPEECH_VERBS or names[pos]:
+        if canon in SPEECH_VERBS or pos in names:
             continue
         if (canon in _AUXILIARIES or canon in _IRREGULAR_PAST
                 or (len(canon) >= 4 and canon.endswith("ed") and canon not in _NOT_PAST)
@@ -324,7 +327,11 @@ def _long_statement(text: TextFeatures) -> bool:
     distinct aligned words that are not function words are content words, each once at
     least: when they are enough, the content words need not be listed (a long text's set
     difference costs a fraction of a walk over its words)."""
-    if len(text.sequence_set - STOPWORDS) > QUALIFIER_MAX_CONTEXT:
+    distinct = text.sequence_set
+    # More distinct words than function words and the limit: enough without a set operation
+    # (a long text); else those that are not function words.
+    if (len(distinct) > len(STOPWORDS) + QUALIFIER_MAX_CONTEXT
+            or len(distinct - STOPWORDS) > QUALIFIER_MAX_CONTEXT):
         return True
     return text.content_count > QUALIFIER_MAX_CONTEXT
 

@@ -25,7 +25,7 @@ reason logged):
     "unless" = "if not"...).
 ``polarity``
     The texts take opposite sides of an antonym pair ("enable" vs "disable").
-``order``
+``order`` (:mod:`memcli.consolidate.order`)
     Two words trade places around an order word ("staging before production" vs
     "production before staging"), a change that sorting the tokens hides completely.
 ``entities``
@@ -64,7 +64,6 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from rapidfuzz import fuzz, process
-from rapidfuzz.utils import default_process
 
 from memcli.consolidate.additions import (
     EXTRA_DETAIL_RUN,
@@ -76,6 +75,7 @@ from memcli.consolidate.additions import (
 )
 from memcli.consolidate.identifiers import identifiers_differ
 from memcli.consolidate.lexicon import contrast, known_words, senses
+from memcli.consolidate.order import order_swapped
 from memcli.consolidate.restate import NUMBER_RE, SCALES, SPEECH_VERBS, canonical_number
 from memcli.consolidate.textfeatures import (
     APOSTROPHE_MARKS,
@@ -281,79 +281,6 @@ for _number, (_left, _right) in enumerate(_POLARITY_PAIRS):
 
 
 # --------------------------------------------------------------------------------------------
-# order
-
-# Words whose two sides cannot trade places without changing the meaning. Verbs are left
-# out on purpose: the passive voice swaps their sides ("A replaced B" = "B was replaced by A").
-# "to" is one only after "from" ("from X to Y"); elsewhere it is mostly an infinitive.
-_ORDER_WORDS = frozenset("before after than over instead into from then".split())
-_ORDER_WINDOW = 2  # content words looked at on each side of an order word
-# "[.!?;:\n]+(...)" written with the class first: the same matches, but the regex engine then
-# skips ahead by the class instead of trying the repeat at every character (twice as fast).
-_SENTENCE_SPLIT_RE = re.compile(r"[.!?;:\n][.!?;:\n]*(?:\s+|$)")
-
-# (word before, order word, word after)
-_Triple = tuple[str, str, str]
-
-
-def _is_order_word(words: Sequence[str], pos: int) -> bool:
-    """True when ``words[pos]`` is an order word in its place."""
-    word = words[pos]
-    return word in _ORDER_WORDS or (word == "to" and "from" in words[:pos])
-
-
-def _neighbours(words: Sequence[str], marks: Sequence[bool], pos: int, step: int) -> list[str]:
-    """Up to _ORDER_WINDOW content words from ``pos`` in direction ``step``, stopping at the
-    next order word."""
-    found: list[str] = []
-    pos += step
-    while 0 <= pos < len(words) and not marks[pos] and len(found) < _ORDER_WINDOW:
-        if words[pos] != "to":  # an infinitive "to" is not content
-            found.append(words[pos])
-        pos += step
-    return found
-
-
-def _order_triples(text: TextFeatures) -> frozenset[_Triple]:
-    """(x, order word, y) for every content word x shortly before an order word and y
-    shortly after it, within one sentence."""
-    triples: set[_Triple] = set()
-    # No order word in the text (a "to" counts only after "from"): no sentence has a triple.
-    if _ORDER_WORDS.isdisjoint(text.word_set):
-        return frozenset()
-    for sentence in _SENTENCE_SPLIT_RE.split(text.text):
-        # No order word in this sentence (nor a "from"): no triple. (Splitting and one set
-        # test cost less than eight substring tests.)
-        words = default_process(sentence).split()
-        if _ORDER_WORDS.isdisjoint(words):
-            continue
-        words = [w for w in words if w not in STOPWORDS or w in _ORDER_WORDS or w == "to"]
-        marks = [_is_order_word(words, pos) for pos in range(len(words))]
-        for pos, word in enumerate(words):
-            if marks[pos]:
-                after = _neighbours(words, marks, pos, 1)
-                triples.update(
-                    (x, word, y) for x in _neighbours(words, marks, pos, -1) for y in after if x != y
-                )
-    return frozenset(triples)
-
-
-def order_swapped(text_a: _Text, text_b: _Text) -> bool:
-    """True when two words trade places around an order word (before, after, than, over,
-    instead, into, then, from... to): one text says "staging before production" and never
-    "production before staging", the other the reverse.
-
-    The default scorer sorts the tokens, so it rates such texts identical.
-    """
-    triples_a = _f(text_a).once("order", _order_triples)
-    triples_b = _f(text_b).once("order", _order_triples)
-    return any(
-        (y, word, x) in triples_b and (y, word, x) not in triples_a and (x, word, y) not in triples_b
-        for x, word, y in triples_a
-    )
-
-
-# --------------------------------------------------------------------------------------------
 # roles
 
 # Words that join two items of a list: items may trade places around them ("Linux and macOS").
@@ -549,8 +476,8 @@ def _lexical(text: TextFeatures) -> frozenset[str]:
 def _may_contrast(a: TextFeatures, b: TextFeatures) -> bool:
     """True when A has a word the lexicon knows that could stand replaced in B: a function
     word, or a word B lacks (the test the alignment walk makes, on sets first)."""
-    sequence_b = b.sequence_set
-    return any(w in STOPWORDS or w not in sequence_b for w in a.once("lexical", _lexical))
+    known = a.once("lexical", _lexical)
+    return not (known.isdisjoint(STOPWORDS) and known.issubset(b.sequence_set))  # in C
 
 
 def word_substituted(text_a: _Text, text_b: _Text) -> bool:
@@ -566,14 +493,21 @@ def word_substituted(text_a: _Text, text_b: _Text) -> bool:
     if not (_may_contrast(first, second) and _may_contrast(second, first)):
         return False
     seq_a, seq_b = first.sequence, second.sequence
+    # Only words the lexicon knows contrast (contrast() is False for any other): a block
+    # without one on either side is passed over, and the others are left out of the pairs.
+    known_a, known_b = first.once("lexical", _lexical), second.once("lexical", _lexical)
     for op in diff_blocks(first, second):
         if op.tag != "replace" or op.a1 - op.a0 > _SUBSTITUTION_SPAN or op.b1 - op.b0 > _SUBSTITUTION_SPAN:
             continue
         span_a, span_b = seq_a[op.a0:op.a1], seq_b[op.b0:op.b1]
+        if known_a.isdisjoint(span_a) or known_b.isdisjoint(span_b):
+            continue
         # A content word that the other text has anywhere was moved, not replaced; a function
         # word ("in", "out") is too common for that test and is looked at in its place only.
-        only_a = [w for w in span_a if w not in span_b and (w in STOPWORDS or w not in second.sequence_set)]
-        only_b = [w for w in span_b if w not in span_a and (w in STOPWORDS or w not in first.sequence_set)]
+        only_a = [w for w in span_a if w in known_a and w not in span_b
+                  and (w in STOPWORDS or w not in second.sequence_set)]
+        only_b = [w for w in span_b if w in known_b and w not in span_a
+                  and (w in STOPWORDS or w not in first.sequence_set)]
         if any(contrast(x, y) for x in only_a for y in only_b):
             # "seven days" / "a week" is one length of time said two ways: units with a
             # number written in words on either side are the numbers guard's business.

@@ -8,14 +8,15 @@ per-text value of its own computes it through :meth:`TextFeatures.once`.
 
 The engine keeps one :class:`TextFeatures` per memory for a whole run; :func:`features`
 keeps a bounded cache of them by text for other callers (the on-save check, benchmarks).
-:func:`diff_blocks` aligns two texts word by word (cached per pair, for the few guards that
-look at where the texts differ).
+:func:`diff_blocks` aligns two texts word by word, for the few guards that look at where the
+texts differ (the first text of a pair keeps its last alignment, so the guards of one pair
+share it, and it goes with the text's features).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property, lru_cache
 from itertools import chain, repeat
 from operator import getitem, itemgetter
@@ -80,6 +81,7 @@ _NOT_NAMES = STOPWORDS | ABBREVIATIONS  # capitalised, but not names
 ACRONYM_RE = re.compile(r"(?:[A-Za-z]\.){2,}|[A-Z][A-Z0-9&_]+")
 
 _T = TypeVar("_T")
+_MISSING: Any = object()  # no value kept (once() values may be None)
 
 
 class Word(NamedTuple):
@@ -110,11 +112,10 @@ class TextFeatures:
 
     def once(self, key: str, compute: Callable[[TextFeatures], _T]) -> _T:
         """``compute(self)``, computed on the first call for ``key`` and kept."""
-        try:
-            return self._memo[key]  # type: ignore[no-any-return]
-        except KeyError:
+        value = self._memo.get(key, _MISSING)  # (a miss is no exception: most keys miss once)
+        if value is _MISSING:
             value = self._memo[key] = compute(self)
-            return value
+        return value  # type: ignore[no-any-return]
 
     @cached_property
     def words(self) -> tuple[str, ...]:
@@ -127,9 +128,16 @@ class TextFeatures:
 
     @cached_property
     def stems(self) -> frozenset[str]:
-        """First letters of each normalised word: forms of one word share them."""
-        stems = word_stems(self.word_set)  # each word's stem made once a run, its hash kept
-        return frozenset(map(stems.__getitem__, self.word_set))
+        """First letters of each normalised word: forms of one word share them (each distinct
+        word sliced in C)."""
+        return frozenset(map(getitem, self.word_set, repeat(_STEM_SLICE)))
+
+    @cached_property
+    def stem_sequence(self) -> tuple[str, ...]:
+        """The stem of each of :attr:`words`, in order: each word sliced in C (cheaper than
+        looking each word up in a table of the run's stems, whose keys are strings spread over
+        memory; a word of up to STEM_LETTERS letters is its own stem, not a copy)."""
+        return tuple(map(getitem, self.words, repeat(_STEM_SLICE)))
 
     @cached_property
     def tokens(self) -> tuple[Word, ...]:
@@ -137,21 +145,21 @@ class TextFeatures:
         return _text_words(self.text)
 
     @cached_property
-    def _walk(self) -> tuple[list[Reading], bool]:
+    def _walk(self) -> _TextWalk:
         return _text_readings(self.text)
 
     @cached_property
     def _readings(self) -> list[Reading]:
         """What each word token of the text contributes (:class:`Reading`), in order: the
         features most pairs need, read without building a :class:`Word` for every word."""
-        return self._walk[0]
+        return list(chain.from_iterable(self._walk.readings))
 
     @property
     def negation_cue(self) -> bool:
         """True when one of the text's chunks between spaces holds a negation cue
         (:func:`negation_cue`), found by the same walk as the readings. (The negation guard
         reads "not only" first: it affirms.)"""
-        return self._walk[1]
+        return self._walk.negated
 
     @cached_property
     def vocabulary(self) -> frozenset[str]:
@@ -161,17 +169,35 @@ class TextFeatures:
     @cached_property
     def names(self) -> frozenset[str]:
         """The canonical forms of the words written as names (:attr:`Word.is_name`)."""
-        return frozenset(chain.from_iterable(map(_NAMES, self._readings)))
+        return frozenset(chain.from_iterable(map(_NAMES, self._marked)))
 
     @cached_property
     def acronyms(self) -> frozenset[str]:
         """The canonical forms of the words written as acronyms (:attr:`Word.is_acronym`)."""
-        return frozenset(chain.from_iterable(map(_ACRONYMS, self._readings)))
+        return frozenset(chain.from_iterable(map(_ACRONYMS, self._marked)))
 
     @cached_property
     def capitalised(self) -> tuple[str, ...]:
         """The canonical forms of the capitalised words (:attr:`Word.capitalised`), in order."""
-        return tuple(chain.from_iterable(map(_CAPITALISED, self._readings)))
+        return tuple(chain.from_iterable(map(_CAPITALISED, self._marked)))
+
+    @property
+    def _marked(self) -> Iterator[Reading]:
+        """The readings of the chunks holding a name, an acronym or a capital, in order: the
+        others add none to :attr:`names`, :attr:`acronyms` and :attr:`capitalised`."""
+        return chain.from_iterable(map(_MARKED_READINGS, self._walk.marked))
+
+    @cached_property
+    def name_positions(self) -> frozenset[int]:
+        """The positions in :attr:`sequence` of the words written as names (a name is
+        capitalised: only the marked chunks hold one)."""
+        positions: list[int] = []
+        for pos, readings in self._walk.marked:
+            for is_name in chain.from_iterable(map(_ALIGNED_NAMES, readings)):
+                if is_name:
+                    positions.append(pos)
+                pos += 1
+        return frozenset(positions)
 
     @cached_property
     def initials(self) -> str:
@@ -181,7 +207,10 @@ class TextFeatures:
     @cached_property
     def aligned_names(self) -> tuple[bool, ...]:
         """For each word of :attr:`sequence`, whether it is written as a name."""
-        return tuple(chain.from_iterable(map(_ALIGNED_NAMES, self._readings)))
+        flags = [False] * len(self.sequence)
+        for pos in self.name_positions:
+            flags[pos] = True
+        return tuple(flags)
 
     @cached_property
     def content(self) -> tuple[str, ...]:
@@ -200,7 +229,7 @@ class TextFeatures:
     @cached_property
     def sequence(self) -> tuple[str, ...]:
         """The canonical forms of :attr:`aligned`."""
-        return tuple(chain.from_iterable(map(_SEQUENCE, self._readings)))
+        return self._walk.sequence
 
     @cached_property
     def sequence_set(self) -> frozenset[str]:
@@ -424,6 +453,7 @@ def _one_reading(form: str, name: bool, acronym: bool, capitalised: bool, at_sta
 
 # The parts of a Reading, read in C over all the readings of a text.
 _SEQUENCE, _ALIGNED_NAMES, _CONTENT, _NAMES, _ACRONYMS, _CAPITALISED, _VOCABULARY = map(itemgetter, range(7))
+_MARKED_READINGS = itemgetter(1)
 
 
 # How the walk of :func:`_text_readings` reads a token, worked out once per token: a word:
@@ -458,14 +488,27 @@ def _reading(token: str, form: str, at_start: bool) -> Reading:
     return _one_reading(*_classify_form(token, form, at_start), at_start)
 
 
-# Chunk (a stretch of text between two spaces) -> (its Readings, the state after it, whether
-# it holds a negation cue), one table per state the walk enters it in (2 * at a sentence
-# start + a full stop would be owned).
-_CHUNKS: tuple[dict[str, tuple[tuple[Reading, ...], int, bool]], ...] = ({}, {}, {}, {})
+# Chunk (a stretch of text between two spaces) -> a _ChunkEntry (its Readings, the state
+# after it, ...), one table per state the walk enters it in (2 * at a sentence start + a
+# full stop would be owned).
+_ChunkEntry = tuple[tuple[Reading, ...], int, bool, tuple[str, ...], bool]
+_CHUNKS: tuple[dict[str, _ChunkEntry], ...] = ({}, {}, {}, {})
 _CHUNKS_MAX = 16_384  # chunks kept per table (a few MB each); emptied when full
 
 
-def _text_readings(text: str) -> tuple[list[Reading], bool]:
+class _TextWalk(NamedTuple):
+    """What the walk of :func:`_text_readings` gives: the readings of each chunk of a text,
+    in order (a tuple of :class:`Reading` a chunk), its :attr:`TextFeatures.sequence`, the
+    readings of the chunks holding a name, an acronym or a capital, and whether a chunk holds a
+    negation cue."""
+
+    readings: list[tuple[Reading, ...]]
+    sequence: tuple[str, ...]
+    marked: list[tuple[int, tuple[Reading, ...]]]  # (where in the sequence it starts, readings)
+    negated: bool
+
+
+def _text_readings(text: str) -> _TextWalk:
     """The :class:`Reading` of each word token of a raw text, in order: the walk of
     :func:`_text_words`, keeping only whether a sentence starts; and whether one of its chunks
     holds a negation cue (:func:`negation_cue`).
@@ -474,9 +517,14 @@ def _text_readings(text: str) -> tuple[list[Reading], bool]:
     or the end of the stretch follows it: the tokens of a text are those of its chunks
     between spaces, in order. So the walk goes chunk by chunk, each chunk's readings and the
     state after it looked up by the chunk and the state before it (a store repeats its
-    words, punctuation included)."""
-    readings: list[Reading] = []
-    extend = readings.extend
+    words, punctuation included). The features every pair needs are gathered on the way:
+    the aligned words (each chunk's own, ready in its entry), and the few chunks with a name,
+    an acronym or a capital (most chunks hold none)."""
+    readings: list[tuple[Reading, ...]] = []
+    append = readings.append
+    sequence: list[str] = []
+    extend = sequence.extend
+    marked: list[tuple[int, tuple[Reading, ...]]] = []
     tables = _CHUNKS
     state = 2  # at a sentence start, no full stop owned
     negated = False
@@ -486,15 +534,72 @@ def _text_readings(text: str) -> tuple[list[Reading], bool]:
             table = tables[state]
             if len(table) >= _CHUNKS_MAX:
                 table.clear()
-            found = table[chunk] = _chunk_readings(chunk, state)
-        extend(found[0])
+            found = table[chunk] = _chunk_entry(chunk, state)
+        append(found[0])
+        if found[4]:
+            marked.append((len(sequence), found[0]))
+        extend(found[3])
         state = found[1]
         if found[2]:
             negated = True
-    return readings, negated
-def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, bool]:
+    return _TextWalk(readings, tuple(sequence), marked, negated)
+
+
+def _chunk_entry(chunk: str, state: int) -> _ChunkEntry:
+    """What :data:`_CHUNKS` holds for a chunk entered in ``state``: its readings and the state
+    after it (:func:`_chunk_readings`), and whether it holds a negation cue. The usual new
+    chunk of prose, a word of letters alone, maybe followed by one mark (``deploy``,
+    ``Deploy``, ``deploy.``, ``queue,``), is read the short way: no regex, no token table."""
+    if chunk.isalpha():
+        word, mark = chunk, ""
+    elif chunk[-1:] in _WORD_END_MARKS and chunk[:-1].isalpha():
+        word, mark = chunk[:-1], chunk[-1]
+    else:
+        readings, after = _chunk_readings(chunk, state)
+        return _entry(readings, after, negation_cue(chunk))
+    # One word token (letters alone, _TOKEN_RE's word form) and maybe one mark token after it
+    # (a letter is not a mark's lookahead; the chunk's end is). A full stop after the word is
+    # its own when it is an abbreviation or a letter, and every mark of one character owns
+    # the next (_token_info).
+    form = word.lower()
+    if word.islower():  # the usual word: _reading's short way, in place
+        vocabulary = (form,)
+        if form in ARTICLES:  # not aligned ("a" is, written as a capital inside a sentence)
+            reading: Reading = ((), (), (), (), (), (), vocabulary)
+        else:
+            content = () if form in STOPWORDS else vocabulary
+            reading = (vocabulary, _NOT_A_NAME, content, (), (), (), vocabulary)
+    else:
+        reading = _reading(word, form, state >= 2)
+    owns_stop = form in ABBREVIATIONS or len(word) == 1
+    if not mark:
+        after = int(owns_stop)
+    else:  # a sentence starts after ":" (a sentence mark), or after a full stop not the word's
+        after = 2 * (mark == ":" or (mark in ".!?" and not owns_stop)) + 1
+    # A negation cue in an ASCII chunk of letters (and a mark) is its word: an "n't" ending
+    # needs an apostrophe (see negated).
+    cue = form in NEGATION_WORDS if chunk.isascii() else negation_cue(chunk)
+    if not (reading[3] or reading[4] or reading[5]):  # no name, acronym nor capital
+        return (reading,), after, cue, reading[0], False
+    return (reading,), after, cue, reading[0], True
+
+
+def _entry(readings: tuple[Reading, ...], after: int, cue: bool) -> _ChunkEntry:
+    """A chunk's entry in :data:`_CHUNKS` from its readings, the state after it and whether it
+    holds a negation cue: its aligned words and whether it holds a name, an acronym or a
+    capital (a name is capitalised) added."""
+    return (readings, after, cue, tuple(chain.from_iterable(map(_SEQUENCE, readings))),
+            any(r[3] or r[4] or r[5] for r in readings))
+
+
+_NOT_A_NAME = (False,)
+# The marks a word may end its chunk with for _chunk_entry's short way: each a token of its own.
+_WORD_END_MARKS = frozenset(".,;:!?")
+
+
+def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int]:
     """The readings of one chunk (no space in it) entered in ``state`` (see :data:`_CHUNKS`),
-    the state after it, and whether it holds a negation cue."""
+    and the state after it."""
     readings: list[Reading] = []
     append = readings.append
     tokens = _TOKENS
@@ -517,7 +622,7 @@ def _chunk_readings(chunk: str, state: int) -> tuple[tuple[Reading, ...], int, b
         else:
             at_start = at_start or info[2] or (info[3] and not stop_owned)
         stop_owned = info[1]
-    return tuple(readings), 2 * at_start + stop_owned, negation_cue(chunk)
+    return tuple(readings), 2 * at_start + stop_owned
 
 
 def _text_words(text: str) -> tuple[Word, ...]:
@@ -568,41 +673,56 @@ def ordered(a: TextFeatures, b: TextFeatures) -> tuple[TextFeatures, TextFeature
     return (b, a) if b.text < a.text else (a, b)
 
 
-@lru_cache(maxsize=256)
 def diff_blocks(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:
     """Where two texts differ, as blocks between their equal stretches (pass the pair through
     :func:`ordered`). Consecutive edits form one block ("in the water" / "out of the water"
-    is one block: in -> out of), however the edit script splits them. Cached per pair: the
-    guards that look at where two texts differ share one alignment."""
+    is one block: in -> out of), however the edit script splits them.
+
+    The guards of one pair share one alignment: the first text keeps the last two it was
+    aligned by (the clause guard aligns the statements, which differ from the texts when one
+    has an attribution), each with the other text (a string, not its features: no reference
+    from one text's features to another's, so nothing outlives its features nor forms a
+    cycle)."""
+    last: tuple[tuple[str, tuple[Op, ...]], ...] = first._memo.get(_LAST_DIFF, ())
+    other = second.text
+    for text, found in last:
+        if text is other or text == other:
+            return found
+    blocks = _diff_blocks(first, second)
+    first._memo[_LAST_DIFF] = ((other, blocks), *last[:1])
+    return blocks
+
+
+_LAST_DIFF = " diff"  # the key of a text's last alignments among its once() values (no name)
+
+
+def _diff_blocks(first: TextFeatures, second: TextFeatures) -> tuple[Op, ...]:
+    """:func:`diff_blocks`, worked out."""
     seq_a, seq_b = first.sequence, second.sequence
     if seq_a == seq_b:
         return ()
     if max(len(seq_a), len(seq_b)) > MAX_ALIGN_WORDS:
         return (Op("replace", 0, len(seq_a), 0, len(seq_b)),)
-    blocks: list[Op] = []
-    start: tuple[int, int] | None = None  # where the current run of edits began
-    end = (0, 0)
-    # Plain tuples from the edit script: an Op is made only for each block, not for each edit.
-    # as_list() gives plain (tag, a0, a1, b0, b1) tuples at run time; its stub says Opcode.
+    # Plain tuples from the edit script (as_list() gives plain (tag, a0, a1, b0, b1) tuples at
+    # run time; its stub says Opcode). The edits follow one another without gaps, so the
+    # edits between two equal stretches span from the end of one to the start of the next:
+    # the blocks are the gaps between the equal stretches, read from those alone.
     edits = cast(list[tuple[str, int, int, int, int]], Levenshtein.opcodes(seq_a, seq_b).as_list())
+    blocks: list[Op] = []
+    append = blocks.append
+    a_end = b_end = 0  # where the last equal stretch ends
     for tag, a0, a1, b0, b1 in edits:
         if tag == "equal":
-            if start is not None:
-                blocks.append(_block(*start, *end))
-                start = None
-            continue
-        if start is None:
-            start = (a0, b0)
-        end = (a1, b1)
-    if start is not None:
-        blocks.append(_block(*start, *end))
+            if a0 != a_end or b0 != b_end:
+                append(_block(a_end, b_end, a0, b0))
+            a_end, b_end = a1, b1
+    if a_end != len(seq_a) or b_end != len(seq_b):
+        append(_block(a_end, b_end, len(seq_a), len(seq_b)))
     return tuple(blocks)
 
 
 def _block(a0: int, b0: int, a1: int, b1: int) -> Op:
-    """One block of difference, tagged by what it holds on each side."""
-    if a0 == a1:
-        return Op("insert", a0, a1, b0, b1)
-    if b0 == b1:
-        return Op("delete", a0, a1, b0, b1)
-    return Op("replace", a0, a1, b0, b1)
+    """One block of difference, tagged by what it holds on each side (an Op made from a ready
+    tuple, without NamedTuple.__new__'s extra call)."""
+    tag = "insert" if a0 == a1 else "delete" if b0 == b1 else "replace"
+    return tuple.__new__(Op, (tag, a0, a1, b0, b1))

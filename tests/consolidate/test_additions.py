@@ -14,6 +14,7 @@ from memcli.consolidate.additions import (
     EXTRA_DETAIL_CONTENT,
     EXTRA_DETAIL_RUN,
     _body_walk,
+    _function_words,
     _holds_new_run,
     _longest_new_run,
     _may_hold_run,
@@ -193,14 +194,20 @@ def test_the_run_found_from_new_word_positions_is_the_walks(a: list[str], b: lis
         walk = (_may_hold_run(x, y) and _longest_new_run(x, y, EXTRA_DETAIL_RUN) >= EXTRA_DETAIL_RUN)
         assert _holds_new_run(x, y) is walk
         arrays = _walk_arrays(x)
-        assert tuple(zip(arrays.stems, _content_marks(arrays), strict=True)) == _body_walk(x)
-        assert arrays.stem_set == frozenset(arrays.stems)
+        assert tuple(zip(_stems(x, arrays), _content_marks(x), strict=True)) == _body_walk(x)
+        assert arrays.stem_set == frozenset(_stems(x, arrays))
 
 
-def _content_marks(arrays: _Walk) -> list[bool]:
-    """Whether each position of a walk is a content word, from the counts before each."""
-    before = arrays.content_before
-    return [bool(before[i + 1] - before[i]) for i in range(len(arrays.stems))]
+def _stems(text: TextFeatures, arrays: _Walk) -> tuple[str, ...]:
+    """The stems of a walk's words, in order."""
+    return text.stem_sequence[arrays.start:arrays.end]
+
+
+def _content_marks(text: TextFeatures) -> list[bool]:
+    """Whether each position of a text's walk is a content word, from its function-word marks."""
+    marks = _function_words(text)
+    assert len(marks) == len(_stems(text, _walk_arrays(text))) and set(marks) <= {0, 1}
+    return [not mark for mark in marks]
 
 
 def test_the_walk_arrays_with_and_without_an_attribution() -> None:
@@ -215,8 +222,8 @@ def test_the_walk_arrays_with_and_without_an_attribution() -> None:
             textfeatures.WORD_STEMS.clear()
         for text in (TextFeatures(plain.text), TextFeatures(said.text)):
             arrays = _walk_arrays(text)
-            assert arrays.stem_set == frozenset(arrays.stems)
-            assert tuple(zip(arrays.stems, _content_marks(arrays), strict=True)) == _body_walk(text)
+            assert arrays.stem_set == frozenset(_stems(text, arrays))
+            assert tuple(zip(_stems(text, arrays), _content_marks(text), strict=True)) == _body_walk(text)
     assert _walk_arrays(TextFeatures(plain.text)).stem_set == plain.stems
     assert "priy" in TextFeatures(said.text).stems and "priy" not in _walk_arrays(TextFeatures(said.text)).stem_set
 
@@ -246,3 +253,19 @@ def test_a_long_statement_by_its_distinct_words_or_its_count(text: str, long: bo
     features = TextFeatures(text)
     assert _long_statement(features) is long
     assert (features.content_count > QUALIFIER_MAX_CONTEXT) is long
+
+
+def test_a_long_statement_by_its_number_of_distinct_words_alone() -> None:
+    # More distinct aligned words than function words and the limit (helper guards8): some
+    # QUALIFIER_MAX_CONTEXT + 1 of them are not function words, without a set operation. At
+    # the edge (every function word and nine others) the set operation decides.
+    from memcli.consolidate.additions import QUALIFIER_MAX_CONTEXT, _long_statement
+    from memcli.consolidate.textfeatures import ARTICLES, STOPWORDS
+
+    function = sorted(STOPWORDS - ARTICLES)  # articles are not aligned
+    others = [f"word{n}" for n in range(QUALIFIER_MAX_CONTEXT + 1 + len(ARTICLES))]
+    for extra in (QUALIFIER_MAX_CONTEXT, QUALIFIER_MAX_CONTEXT + 1, QUALIFIER_MAX_CONTEXT + 1 + len(ARTICLES)):
+        features = TextFeatures(" ".join(function + others[:extra]))
+        expected = (len(features.sequence_set - STOPWORDS) > QUALIFIER_MAX_CONTEXT
+                    or features.content_count > QUALIFIER_MAX_CONTEXT)
+        assert _long_statement(features) is expected is (extra > QUALIFIER_MAX_CONTEXT)

@@ -686,3 +686,46 @@ def test_store_pairs_are_the_pairs_a_dry_run_guards(tmp_path: Path) -> None:
     assert PairSearch._guard.__name__ == "_guard"  # the recording wrapper is taken off again
     cost = pairs_bench.guard_cost(found[:5], repeat=1)
     assert cost["pairs"] == len(found[:5]) and cost["per_pair_unshared_us"] > 0
+
+
+# helper guards8: the substitution guard passes over the blocks without a word the lexicon knows
+
+
+def _substituted_reference(text_a: str, text_b: str) -> bool:
+    """word_substituted as it was: every replaced block and every word in it looked at."""
+    from memcli.consolidate import guards as g
+    from memcli.consolidate.lexicon import contrast
+
+    first, second = ordered(features(text_a), features(text_b))
+
+    def may_contrast(a: TextFeatures, b: TextFeatures) -> bool:  # word by word, as it was
+        return any(w in g.STOPWORDS or w not in b.sequence_set for w in known_words(a.sequence_set))
+
+    if not (may_contrast(first, second) and may_contrast(second, first)):
+        return False
+    seq_a, seq_b = first.sequence, second.sequence
+    for op in diff_blocks(first, second):
+        if op.tag != "replace" or op.a1 - op.a0 > 3 or op.b1 - op.b0 > 3:
+            continue
+        span_a, span_b = seq_a[op.a0:op.a1], seq_b[op.b0:op.b1]
+        only_a = [w for w in span_a if w not in span_b and (w in g.STOPWORDS or w not in second.sequence_set)]
+        only_b = [w for w in span_b if w not in span_a and (w in g.STOPWORDS or w not in first.sequence_set)]
+        if any(contrast(x, y) for x in only_a for y in only_b) and (
+                not any(w in g._NUMBER_WORDS for w in (*span_a, *span_b)) or not g._units_only(only_a, only_b)):
+            return True
+    return False
+
+
+_SUBSTITUTION_WORDS = st.sampled_from(["small", "big", "large", "in", "out", "of", "the", "dog", "cat", "seven",
+                                       "days", "week", "seconds", "minutes", "staging", "production", "deploy",
+                                       "flute", "guitar", "x", "queue", "30"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_SUBSTITUTION_WORDS, min_size=1, max_size=10), st.lists(_SUBSTITUTION_WORDS, min_size=1, max_size=10))
+def test_the_substitution_guard_answers_as_when_it_read_every_block(a: list[str], b: list[str]) -> None:
+    # The blocks without a lexicon word passed over, the pre-check made with set operations
+    # (helper guards8): the answers of the word-by-word reading.
+    text_a, text_b = " ".join(a), " ".join(b)
+    assert word_substituted(text_a, text_b) is _substituted_reference(text_a, text_b)
+    assert word_substituted(text_b, text_a) is _substituted_reference(text_a, text_b)

@@ -65,7 +65,7 @@ def test_a_block_s_text_features_leave_memory_with_it(store: Path, monkeypatch: 
     import gc
     import weakref
 
-    from memcli.consolidate import merging, pairsearch, textfeatures
+    from memcli.consolidate import merging, pairsearch
 
     _store(store)
     for n in range(3):  # a second block in the coder's folder, with a duplicate the guards look at
@@ -85,7 +85,6 @@ def test_a_block_s_text_features_leave_memory_with_it(store: Path, monkeypatch: 
     def merge_block(self: merging.DuplicateMerging, block: list[object]) -> None:
         assert not gc.isenabled()  # (what this test is about)
         real_block(self, block)  # type: ignore[arg-type]
-        textfeatures.diff_blocks.cache_clear()  # a bounded cache of the last pairs aligned
         alive.append(sum(r() is not None for r in refs))
         blocks.append((block[0].folder.rel, block[0].mem.type))  # type: ignore[attr-defined]
 

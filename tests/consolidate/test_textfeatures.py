@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memcli.consolidate import guards, identifiers, textfeatures
+from memcli.consolidate import guards, identifiers, order, textfeatures
 from memcli.consolidate.textfeatures import TextFeatures, Word
 
 
@@ -90,9 +90,9 @@ def test_identifiers_need_a_code_mark() -> None:
 
 
 def test_order_triples_need_an_order_word() -> None:
-    assert guards._order_triples(TextFeatures("staging then production")) == frozenset(
+    assert order._order_triples(TextFeatures("staging then production")) == frozenset(
         {("staging", "then", "production")})
-    assert guards._order_triples(TextFeatures("staging and production")) == frozenset()
+    assert order._order_triples(TextFeatures("staging and production")) == frozenset()
 
 
 def test_statement_and_attribution_share_one_span() -> None:
@@ -145,6 +145,7 @@ def _from_words(text: str) -> dict[str, object]:
     return {
         "sequence": tuple(w.canon for w in aligned),
         "aligned_names": tuple(w.is_name for w in aligned),
+        "name_positions": frozenset(pos for pos, w in enumerate(aligned) if w.is_name),
         "content": textfeatures.content_words(aligned),
         "vocabulary": frozenset(w.canon for w in words if not w.canon[0].isdigit()),
         "names": frozenset(w.canon for w in words if w.is_name),
@@ -156,8 +157,8 @@ def _from_words(text: str) -> dict[str, object]:
 
 def _lean(text: str) -> dict[str, object]:
     features = TextFeatures(text)
-    return {key: getattr(features, key) for key in ("sequence", "aligned_names", "content", "vocabulary",
-                                                    "names", "acronyms", "capitalised", "initials")}
+    return {key: getattr(features, key) for key in ("sequence", "aligned_names", "name_positions", "content",
+                                                    "vocabulary", "names", "acronyms", "capitalised", "initials")}
 
 
 _LEAN_WORDS = st.sampled_from(["Deploy", "deploy", "the", "a", "A", "An", "U.S.", "and", "al-Qaida", "COVID-19",
@@ -361,7 +362,7 @@ _OLD_SENTENCE_SPLIT = re.compile(r"[.!?;:\n]+(?:\s+|$)")
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab .!?;:\n\t\u00a0,")), max_size=40))
 def test_the_sentence_split_is_the_old_patterns(text: str) -> None:
-    assert guards._SENTENCE_SPLIT_RE.split(text) == _OLD_SENTENCE_SPLIT.split(text)
+    assert order._SENTENCE_SPLIT_RE.split(text) == _OLD_SENTENCE_SPLIT.split(text)
 
 
 def test_stems_from_the_word_table_are_the_words_first_letters(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -378,3 +379,149 @@ def test_stems_from_the_word_table_are_the_words_first_letters(monkeypatch: pyte
                 assert features.stems == frozenset(w[:textfeatures.STEM_LETTERS] for w in features.word_set)
                 stems = textfeatures.word_stems(features.word_set)
                 assert all(stems[w] == w[:4] for w in features.word_set)
+
+
+# --------------------------------------------------------------------------------------------
+# helper guards8: a new chunk of one word (and one mark) read the short way
+
+
+_SHORT_WAY_CHUNKS = ["deploy", "Deploy", "DEPLOY", "deploy.", "deploy,", "deploy;", "deploy:", "deploy!", "deploy?",
+                     "Mr.", "mr.", "mr", "St.", "I.", "I", "x!", "a.", "A:", "The.", "an,", "no.", "Not:", "NOWHERE!",
+                     "without?", "KNOT;", "über!", "Über,", "ſtop", "ﬁx.", "ǅx.", "ß.", "İstanbul.", "ΣΑΣ.", "K",
+                     "NASA:", "GitHub.", "", ".", "..", ",", "deploy..", "deploy.)", "x.y", "e.g.", "n't", "isn't.",
+                     "5.", "abc5.", "al-Qaida.", "(deploy", "deploy\nNext", "don\u2019t,"]
+
+
+@pytest.mark.parametrize("chunk", _SHORT_WAY_CHUNKS)
+def test_a_chunk_read_the_short_way_is_the_full_reading(chunk: str) -> None:
+    for state in range(4):
+        expected = textfeatures._entry(*textfeatures._chunk_readings(chunk, state), textfeatures.negation_cue(chunk))
+        assert textfeatures._chunk_entry(chunk, state) == expected, (chunk, state)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aZnotwKß\u0130\u017f.,;:!?'-")), min_size=1, max_size=8))
+def test_any_chunk_read_by_its_entry_is_the_full_reading(chunk: str) -> None:
+    for state in range(4):
+        expected = textfeatures._entry(*textfeatures._chunk_readings(chunk, state), textfeatures.negation_cue(chunk))
+        assert textfeatures._chunk_entry(chunk, state) == expected, (chunk, state)
+
+
+# --------------------------------------------------------------------------------------------
+# helper guards8: the order guard reads only the sentences that hold an order word
+
+
+def _order_triples_reference(text: str) -> frozenset[tuple[str, str, str]]:
+    """The order triples from every sentence of the text (the split of the whole text)."""
+    features = TextFeatures(text)
+    if order._ORDER_WORDS.isdisjoint(features.word_set):
+        return frozenset()
+    return frozenset().union(*map(order._sentence_triples, order._SENTENCE_SPLIT_RE.split(text)))
+
+
+_ORDER_BITS = st.sampled_from(["before", "Before", "BEFORE", "after", "than", "thank", "over", "overall", "from",
+                               "From", "to", "into", "then", "instead", "staging", "prod", "db", "x", "3.5", "e.g",
+                               "the", "cache", "a", "7"])
+_ORDER_GAPS = st.sampled_from([" ", " ", " ", ". ", "; ", ":", ".\n", "\n", "!? ", ".", " . ", "  ", "\t", ", ",
+                               "-", ";\n ", "...", ".x"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_ORDER_BITS, _ORDER_GAPS), min_size=1, max_size=25))
+def test_the_sentences_found_around_order_words_give_every_triple(parts: list[tuple[str, str]]) -> None:
+    text = "".join(bit + gap for bit, gap in parts)
+    assert order._order_triples(TextFeatures(text)) == _order_triples_reference(text)
+    present = order._ORDER_WORDS.intersection(TextFeatures(text).word_set)
+    expected = [s for s in order._SENTENCE_SPLIT_RE.split(text) if any(w in s.lower() for w in present)]
+    assert order._sentences_holding(text, present) == expected
+
+
+def test_a_sentence_is_found_however_far_back_it_starts() -> None:
+    # The scan for a sentence's start goes further back until it finds a separator (or the
+    # text's start): a sentence longer than the first look back, and one after a long one.
+    long_sentence = " ".join(["word"] * 300)
+    for text in (f"{long_sentence} staging before production",
+                 f"{long_sentence}. staging before production",
+                 f"First. {long_sentence} staging before production. Last after all",
+                 "staging before production"):
+        assert order._order_triples(TextFeatures(text)) == _order_triples_reference(text)
+        place = text.index("before")
+        start, end = order._sentence_around(text, place)
+        assert text[start:end] in order._SENTENCE_SPLIT_RE.split(text)
+        assert start <= place < end
+    assert ("staging", "before", "production") in order._order_triples(TextFeatures(f"{long_sentence} staging "
+                                                                                     "before production"))
+
+
+def test_a_text_beyond_ascii_splits_every_sentence() -> None:
+    text = "Über staging before production. Then ünder after prod"
+    assert order._order_triples(TextFeatures(text)) == _order_triples_reference(text)
+    assert ("staging", "before", "production") in order._order_triples(TextFeatures(text))
+
+
+# --------------------------------------------------------------------------------------------
+# helper guards8: the blocks read from the equal stretches, and a text's last alignment kept
+# on its own features
+
+
+def _blocks_reference(first: TextFeatures, second: TextFeatures) -> tuple[textfeatures.Op, ...]:
+    """The blocks as runs of consecutive edits of the edit script (how they were first read)."""
+    from rapidfuzz.distance import Levenshtein
+
+    seq_a, seq_b = first.sequence, second.sequence
+    if seq_a == seq_b:
+        return ()
+    blocks, run = [], None
+    for tag, a0, a1, b0, b1 in Levenshtein.opcodes(seq_a, seq_b).as_list():
+        if tag == "equal":
+            if run is not None:
+                blocks.append(run)
+                run = None
+            continue
+        run = (a0, b0, a1, b1) if run is None else (run[0], run[1], a1, b1)
+    if run is not None:
+        blocks.append(run)
+    return tuple(textfeatures.Op("insert" if a0 == a1 else "delete" if b0 == b1 else "replace", a0, a1, b0, b1)
+                 for a0, b0, a1, b1 in blocks)
+
+
+_DIFF_WORDS = st.sampled_from(["deploy", "the", "staging", "production", "in", "out", "of", "cache", "Alice", "x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_DIFF_WORDS, max_size=14), st.lists(_DIFF_WORDS, max_size=14))
+def test_the_blocks_between_equal_stretches_are_the_runs_of_edits(a: list[str], b: list[str]) -> None:
+    first, second = textfeatures.ordered(TextFeatures(" ".join(a)), TextFeatures(" ".join(b)))
+    expected = _blocks_reference(first, second)
+    assert textfeatures.diff_blocks(first, second) == expected
+    assert all(type(op) is textfeatures.Op for op in textfeatures.diff_blocks(first, second))
+
+
+def test_a_text_keeps_its_last_alignment_without_holding_the_other_text() -> None:
+    import gc
+    import weakref
+
+    a = TextFeatures("restart the worker after a deploy")
+    b = TextFeatures("restart the queue after a deploy")
+    c = TextFeatures("restart the worker before a deploy")
+    ab = textfeatures.diff_blocks(a, b)
+    assert textfeatures.diff_blocks(a, b) is ab  # the guards of one pair share it
+    assert textfeatures.diff_blocks(a, TextFeatures(b.text)) is ab  # the same text
+    ac = textfeatures.diff_blocks(a, c)
+    assert ac == _blocks_reference(a, c) != ab
+    assert textfeatures.diff_blocks(a, b) is ab  # the last two are kept (texts, statements)
+    d = TextFeatures("restart the worker after a rollback")
+    assert textfeatures.diff_blocks(a, d) == _blocks_reference(a, d)
+    assert textfeatures.diff_blocks(a, c) is ac  # the last two made: d's and c's
+    again = textfeatures.diff_blocks(a, b)  # the oldest let go: aligned again
+    assert again is not ab and again == ab
+    was_enabled = gc.isenabled()
+    gc.disable()  # planning pauses the collector: the other text must go without it
+    try:
+        ref = weakref.ref(c)
+        textfeatures.diff_blocks(a, c)
+        del c
+        assert ref() is None
+    finally:
+        if was_enabled:
+            gc.enable()
