@@ -39,6 +39,7 @@ from memcli.consolidate.guards import (
 )
 from memcli.consolidate.lexicon import contrast, known_words, senses
 from memcli.consolidate.textfeatures import diff_blocks, features, ordered
+from tests import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -721,7 +722,7 @@ _SUBSTITUTION_WORDS = st.sampled_from(["small", "big", "large", "in", "out", "of
                                        "flute", "guitar", "x", "queue", "30"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=sweep.scale(100, 400), deadline=None)
 @given(st.lists(_SUBSTITUTION_WORDS, min_size=1, max_size=10), st.lists(_SUBSTITUTION_WORDS, min_size=1, max_size=10))
 def test_the_substitution_guard_answers_as_when_it_read_every_block(a: list[str], b: list[str]) -> None:
     # The blocks without a lexicon word passed over, the pre-check made with set operations

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from memcli.consolidate import guards, identifiers, order, textfeatures
 from memcli.consolidate.textfeatures import TextFeatures, Word
+from tests import sweep
 
 
 def _fresh_words(text: str) -> tuple[Word, ...]:
@@ -399,7 +400,7 @@ def test_a_chunk_read_the_short_way_is_the_full_reading(chunk: str) -> None:
         assert textfeatures._chunk_entry(chunk, state) == expected, (chunk, state)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep.scale(75, 300), deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("aZnotwKß\u0130\u017f.,;:!?'-")), min_size=1, max_size=8))
 def test_any_chunk_read_by_its_entry_is_the_full_reading(chunk: str) -> None:
     for state in range(4):
@@ -426,7 +427,7 @@ _ORDER_GAPS = st.sampled_from([" ", " ", " ", ". ", "; ", ":", ".\n", "\n", "!? 
                                "-", ";\n ", "...", ".x"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=sweep.scale(100, 400), deadline=None)
 @given(st.lists(st.tuples(_ORDER_BITS, _ORDER_GAPS), min_size=1, max_size=25))
 def test_the_sentences_found_around_order_words_give_every_triple(parts: list[tuple[str, str]]) -> None:
     text = "".join(bit + gap for bit, gap in parts)
@@ -488,7 +489,7 @@ def _blocks_reference(first: TextFeatures, second: TextFeatures) -> tuple[textfe
 _DIFF_WORDS = st.sampled_from(["deploy", "the", "staging", "production", "in", "out", "of", "cache", "Alice", "x"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep.scale(75, 300), deadline=None)
 @given(st.lists(_DIFF_WORDS, max_size=14), st.lists(_DIFF_WORDS, max_size=14))
 def test_the_blocks_between_equal_stretches_are_the_runs_of_edits(a: list[str], b: list[str]) -> None:
     first, second = textfeatures.ordered(TextFeatures(" ".join(a)), TextFeatures(" ".join(b)))
