@@ -280,12 +280,9 @@ def test_lock_of_a_killed_process_does_not_block(store: Path) -> None:
         pass
 
 
-def test_the_quick_read_of_a_planned_memory_falls_back_on_anything_unusual(store: Path) -> None:
-    """`Store._read_record` (a cold pass's read of a memory planned from its index entry)
-    reads the usual file in one call; a record with many brackets, a file swapped for a link,
-    a FIFO, a record that is not an object or not JSON take the full read, which gives the
-    same record or None (a memory then planned as gone), never an error."""
-    from memcli.store.memories import reindex
+def _usual_nested_and_too_deep(store: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Three memories for the reading tests: a usual record, one with more brackets than
+    MAX_DEPTH that nests shallowly (the full read's depth walk), and one nested too deep."""
     from memcli.store.model import MAX_DEPTH
 
     usual = add(store, summary="usual record")
@@ -294,6 +291,17 @@ def test_the_quick_read_of_a_planned_memory_falls_back_on_anything_unusual(store
     for _ in range(MAX_DEPTH + 2):
         deep = [deep]
     too_deep = add(store, content={"summary": "nested too deep", "x": deep})
+    return usual, nested, too_deep
+
+
+def test_the_quick_read_of_a_planned_memory_falls_back_on_anything_unusual(store: Path) -> None:
+    """`Store._read_record` (a cold pass's read of a memory planned from its index entry)
+    reads the usual file in one call; a record with many brackets, a file swapped for a link,
+    a FIFO, a record that is not an object or not JSON take the full read, which gives the
+    same record or None (a memory then planned as gone), never an error."""
+    from memcli.store.memories import reindex
+
+    usual, nested, too_deep = _usual_nested_and_too_deep(store)
     others = {kind: add(store, summary=kind) for kind in ("link", "fifo", "list", "json")}
     s = Store(store)
     reindex(s)
@@ -325,15 +333,9 @@ def test_the_inline_read_with_the_listed_size_gives_what_the_full_way_gives(stor
     followed), a FIFO, a folder, not an object, not JSON, another id, content not an
     object, a file grown or shrunk since it was listed, a file gone."""
     from memcli.store.memories import reindex
-    from memcli.store.model import MAX_DEPTH
     from memcli.store.reading import FolderFiles
 
-    usual = add(store, summary="usual record")
-    nested = add(store, content={"summary": "many lists", "steps": [[n] for n in range(MAX_DEPTH + 5)]})
-    deep: object = "x"
-    for _ in range(MAX_DEPTH + 2):
-        deep = [deep]
-    too_deep = add(store, content={"summary": "nested too deep", "x": deep})
+    usual, nested, too_deep = _usual_nested_and_too_deep(store)
     kinds = ("link", "fifo", "folder", "list", "json", "other id", "content", "details", "grown", "shrunk")
     others = {kind: add(store, summary=kind) for kind in kinds}
     s = Store(store)
