@@ -143,12 +143,14 @@ def apply_plan(
 
 
 def render_outcome(outcome: Outcome, o: Opts, plan_out: Path | None, show_all: bool = False,
-                   warnings: list[str] | None = None, hints: bool = True) -> None:
-    """The report: title, counts, durations, warnings, then the actions by kind."""
+                   warnings: list[str] | None = None, hints: bool = True, live: bool = True) -> None:
+    """The report: title, counts, durations, warnings, then the actions by kind. `live`: the
+    run is this command's own, whose wall time the report gives (not a logged run's, which
+    `log --run` shows: the log keeps its plan and apply times only)."""
     from memcli.cli import report
     from memcli.cli.output import hint_line, started_ms, width
 
-    wall_ms = started_ms()
+    wall_ms = started_ms() if live else None
     notes(outcome.notes, o.quiet)  # stderr, also with --json: skipped bad files are always named
     if o.json:
         data = outcome.to_json()
@@ -227,7 +229,7 @@ def log_cmd(
     if run:
         for entry, _ in shown:
             render_outcome(Outcome(entry["run_id"], entry["trigger"], entry["timestamp"],
-                                   entry["actions"], entry["stats"]), o, None, all_, hints=False)
+                                   entry["actions"], entry["stats"]), o, None, all_, hints=False, live=False)
         return
     if not shown:
         print("No run yet: the log is empty.")

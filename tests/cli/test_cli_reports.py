@@ -166,6 +166,7 @@ def test_durations_are_plan_apply_and_wall(tmp_path: Path) -> None:
     assert real["duration_ms"] == real["plan_ms"] + real["apply_ms"]
     code, out, _ = run(store, "log", "--run", json.loads(run(store, "log", "--json")[1])["entries"][0]["run_id"])
     assert code == 0 and "Time: plan " in out and ", apply " in out
+    assert ", wall " not in out  # (the log keeps no wall time: not the `log` command's own)
     code, out, _ = run(store, "consolidate", "--dry-run")
     assert "(dry run), wall " in out
 
