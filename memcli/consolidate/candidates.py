@@ -92,11 +92,8 @@ _MAX_PERM = 1 << 16
 
 def _splitmix64(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """The SplitMix64 finaliser, a fixed bijective mixer of 64-bit values (wraps mod 2**64)."""
-    z: npt.NDArray[np.uint64] = values ^ (values >> _U64(30))
-    z = z * _U64(0xBF58476D1CE4E5B9)
-    z = z ^ (z >> _U64(27))
-    z = z * _U64(0x94D049BB133111EB)
-    mixed: npt.NDArray[np.uint64] = z ^ (z >> _U64(31))
+    mixed = np.array(values, dtype=_U64)  # (a copy: the mixing is in place)
+    _splitmix64_into(mixed)
     return mixed
 
 
@@ -277,15 +274,20 @@ def _bin_minima_into(texts: list[str], minima: npt.NDArray[np.uint32], work: _Wo
 
 def _mix32_into(z: npt.NDArray[np.uint32], scratch: npt.NDArray[np.uint32]) -> None:
     """MurmurHash3's 32-bit finaliser of `z` in place (a fixed bijective mixer; `scratch`: a
-    work array of the same size; the products wrap mod 2**32, silently for arrays)."""
-    np.right_shift(z, _U32(16), out=scratch)
-    z ^= scratch
-    z *= _U32(0x85EBCA6B)
-    np.right_shift(z, _U32(13), out=scratch)
-    z ^= scratch
-    z *= _U32(0xC2B2AE35)
-    np.right_shift(z, _U32(16), out=scratch)
-    z ^= scratch
+    work array of the same size)."""
+    _shift_multiply_into(z, scratch, (_U32(16), _U32(13), _U32(16)), (_U32(0x85EBCA6B), _U32(0xC2B2AE35)))
+
+
+def _shift_multiply_into(z: npt.NDArray[Any], scratch: npt.NDArray[Any], shifts: tuple[Any, Any, Any],
+                         factors: tuple[Any, Any]) -> None:
+    """The finaliser both mixers share, in place: ``z ^= z >> s0; z *= f0; z ^= z >> s1;
+    z *= f1; z ^= z >> s2`` (`scratch`: a work array of z's size and type). The products wrap
+    (mod 2**32 or 2**64), silently for arrays."""
+    for n, shift in enumerate(shifts):
+        np.right_shift(z, shift, out=scratch)
+        z ^= scratch
+        if n < len(factors):
+            z *= factors[n]
 
 
 def _densify(minima: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint16]:
@@ -372,16 +374,8 @@ def _probe(filled: npt.NDArray[np.bool_], base: npt.NDArray[np.int64], column: n
 
 def _splitmix64_into(z: npt.NDArray[np.uint64]) -> None:
     """:func:`_splitmix64` of `z` in place (one work array instead of a temporary an operation)."""
-    scratch = np.empty_like(z)
-    with np.errstate(over="ignore"):
-        np.right_shift(z, _U64(30), out=scratch)
-        z ^= scratch
-        z *= _U64(0xBF58476D1CE4E5B9)
-        np.right_shift(z, _U64(27), out=scratch)
-        z ^= scratch
-        z *= _U64(0x94D049BB133111EB)
-        np.right_shift(z, _U64(31), out=scratch)
-        z ^= scratch
+    _shift_multiply_into(z, np.empty_like(z), (_U64(30), _U64(27), _U64(31)),
+                         (_U64(0xBF58476D1CE4E5B9), _U64(0x94D049BB133111EB)))
 
 
 @functools.lru_cache(maxsize=8)
