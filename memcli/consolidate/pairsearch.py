@@ -50,6 +50,14 @@ class BlockTexts(Sequence[str]):
             found = self.sorted_made[n] = sorted_tokens(self[n])
         return found
 
+    def sorted_len(self, n: int) -> int | None:
+        """The length of text ``n``'s sorted-token string, known without reading its file: that
+        string's own when made, else the index entry's (`Memory.cached_sort_len`); None when
+        neither is at hand. Pair search drops by it the pairs whose lengths alone keep them
+        below the cutoff, before their texts are read."""
+        found = self.sorted_made.get(n)
+        return len(found) if found is not None else self.block[n].mem.cached_sort_len()
+
     def lengths(self, members: list[int] | None = None) -> list[int]:
         """Text lengths (of `members` only, when given), from the index entries where the text
         is not at hand."""

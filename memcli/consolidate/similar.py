@@ -103,7 +103,8 @@ def sorted_text(texts: Sequence[str], n: int) -> str:
 
 
 class _Prepared:
-    """Prepared texts of a block, each made once and only when a pair needs it."""
+    """Prepared texts of a block, each made once and only when a pair needs it; and their
+    lengths, known without making them where the texts know them (`known`)."""
 
     def __init__(self, texts: Sequence[str], prepare: Callable[[str], str]) -> None:
         self.texts, self.prepare = texts, prepare
@@ -111,11 +112,34 @@ class _Prepared:
         self.make: Callable[[int], str] = (keeps if prepare is sorted_tokens and keeps is not None
                                            else lambda n: prepare(texts[n]))
         self.made: dict[int, str] = {}
+        self.sizes: dict[int, int] = {}
+        # a block's texts know the sorted-token strings' lengths from the index (`sorted_len`)
+        told = getattr(texts, "sorted_len", None) if prepare is sorted_tokens else None
+        self.told: Callable[[int], int | None] | None = told
 
     def __getitem__(self, n: int) -> str:
         found = self.made.get(n)
         if found is None:
             found = self.made[n] = self.make(n)
+        return found
+
+    def known(self, n: int) -> int | None:
+        """Prepared text ``n``'s length when known without reading its file, else None."""
+        found = self.sizes.get(n)
+        if found is None:
+            made = self.made.get(n)
+            found = len(made) if made is not None else self.told(n) if self.told is not None else None
+            if found is not None:
+                self.sizes[n] = found
+        return found
+
+    def length(self, n: int) -> int:
+        """Prepared text ``n``'s length: known, or the text made now."""
+        found = self.sizes.get(n)
+        if found is None:
+            found = self.known(n)
+            if found is None:
+                found = self.sizes[n] = len(self[n])
         return found
 
 
@@ -132,12 +156,14 @@ def _scored(fn: Any, ready: _Prepared, pairs: Iterable[tuple[int, int]], cutoff:
             strict: float | None, near_cut: float | None,
             reachable: bool = False) -> Iterator[tuple[tuple[int, int], float]]:
     """((i, j), score out of 100) for each pair that scores what the rule keeps (`reachable`:
-    the pairs are known to pass `_may_reach`)."""
+    the pairs are known to pass `_may_reach`). A pair's lengths are tested before its texts
+    are made: a text whose length the index knows is read only for a pair it may be in."""
+    length = ready.length
+    test = not reachable and fn is fuzz.ratio
     for i, j in pairs:
-        first, second = ready[i], ready[j]
-        if not reachable and not _may_reach(fn, len(first), len(second), cutoff):
+        if test and not _may_reach(fn, length(i), length(j), cutoff):
             continue
-        score = fn(first, second, processor=None, score_cutoff=cutoff)
+        score = fn(ready[i], ready[j], processor=None, score_cutoff=cutoff)
         if score and _keep(score, cutoff, strict, near_cut):
             yield (i, j), score
 
@@ -252,6 +278,9 @@ def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: floa
     fn, prepare = prepared(scorer)
     ready = _Prepared(texts, prepare)
     pairs = sorted(_allowed_pairs(focus if focus is not None else members, focus is not None, allowed))
+    unknown = fn is fuzz.ratio
+    if pairs and unknown:
+        pairs, unknown = _reachable_known(pairs, ready, cutoff)
     if not pairs:
         return {}
     ends = sorted({n for pair in pairs for n in pair})
@@ -259,8 +288,8 @@ def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: floa
     if _scoring_first(fn, cutoff, pairs, ends, size):
         # every text is sorted anyway: their lengths first, then only the pairs they let reach
         # the cutoff (`_may_reach`, written out: a call a pair costs as much as the test)
-        exact = {n: len(ready[n]) for n in ends}
-        if fn is fuzz.ratio:
+        if unknown:
+            exact = {n: ready.length(n) for n in ends}
             slack = 100.0 - cutoff + 1e-6
             pairs = [(i, j) for i, j in pairs
                      if 100 * abs(exact[i] - exact[j]) <= slack * (exact[i] + exact[j])]
@@ -273,6 +302,26 @@ def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: floa
     keep = _banded(ends, pairs, strict, sign, texts, lengths)
     likely = [pair for pair, kept in zip(pairs, keep.tolist(), strict=True) if kept]
     return {pair: score / 100 for pair, score in _scored(fn, ready, likely, cutoff, strict, near_cut)}
+
+
+def _reachable_known(pairs: list[tuple[int, int]], ready: _Prepared,
+                     cutoff: float) -> tuple[list[tuple[int, int]], bool]:
+    """The pairs (scored by ``ratio`` on prepared texts) that may reach the cutoff
+    (`_may_reach`, written out) as far as the lengths known without reading (`_Prepared.known`)
+    tell: a pair is dropped only when both its lengths are known. Also whether some length was
+    unknown (its pairs not yet tested). Dropping them before any text is read or signed
+    changes no result: every pair scored is tested so anyway, and a text none of the others
+    needs is then never read."""
+    ends = {n for pair in pairs for n in pair}
+    known = {n: ready.known(n) for n in ends}
+    slack = 100.0 - cutoff + 1e-6
+    if None not in known.values():
+        size: dict[int, int] = known  # type: ignore[assignment]
+        return [(i, j) for i, j in pairs
+                if 100 * abs(size[i] - size[j]) <= slack * (size[i] + size[j])], False
+    kept = [(i, j) for i, j in pairs
+            if (a := known[i]) is None or (b := known[j]) is None or 100 * abs(a - b) <= slack * (a + b)]
+    return kept, True
 
 
 def _scoring_first(fn: Any, cutoff: float, pairs: list[tuple[int, int]], ends: list[int],
@@ -342,6 +391,11 @@ class Subset(Sequence[str]):
     def sorted_at(self, n: int) -> str:
         """Text ``n``'s sorted-token string, kept by the whole block's texts when they keep them."""
         return sorted_text(self.texts, self.members[n])
+
+    def sorted_len(self, n: int) -> int | None:
+        """Its length when the whole block's texts know it without reading (else None)."""
+        told = getattr(self.texts, "sorted_len", None)
+        return None if told is None else told(self.members[n])  # type: ignore[no-any-return]
 
 
 class PairFilter:

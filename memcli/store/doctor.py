@@ -313,14 +313,23 @@ def _stale_message(listed: dict[str, dict[str, Any]], fresh: dict[str, dict[str,
         parts = ([f"lists {len(gone)} file(s) that are not valid memory files there ({_few(gone)})"]
                  if gone else []) + ([f"misses {len(new)} file(s) ({_few(new)})"] if new else [])
         return "; ".join(parts)
-    outdated = sorted(name for name, entry in fresh.items() if _cached(listed[name]) != _cached(entry))
+    outdated = sorted(name for name, entry in fresh.items()
+                      if _cached(listed[name]) != _cached(entry, listed[name]))
     return f"out of date for {len(outdated)} file(s) ({_few(outdated)})" if outdated else None
 
 
-def _cached(entry: dict[str, Any]) -> dict[str, Any]:
+# Cached fields an index written before them lacks, which is no fault: what reads them reads
+# the file instead (`sort_len`: pair search reads the text to learn its length).
+_OPTIONAL = ("sort_len",)
+
+
+def _cached(entry: dict[str, Any], saved: dict[str, Any] | None = None) -> dict[str, Any]:
     """What an entry says about its file; size and mtime only tell whether the cache may be
-    trusted without reading the file (a copied store has new mtimes): not a problem."""
-    return {k: v for k, v in entry.items() if k not in ("size", "mtime_ns")}
+    trusted without reading the file (a copied store has new mtimes): not a problem. With
+    `saved` (the index's entry, `entry` the one the file gives), an optional field the saved
+    entry lacks is left out; one it holds must be right."""
+    return {k: v for k, v in entry.items() if k not in ("size", "mtime_ns")
+            and (saved is None or k not in _OPTIONAL or k in saved)}
 
 
 def _few(names: list[str]) -> str:

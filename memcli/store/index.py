@@ -48,8 +48,11 @@ def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = Fa
     entry.update(size=mem.size, mtime_ns=mem.mtime_ns, content_hash=mem.content_hash)
     # Cached facts about the content, so that a run can plan a memory from its entry alone:
     # the length of content.details (rule 3.2) and of the normalised text (candidate scoring).
-    # Store.scan trusts an entry only when it has both.
-    entry.update(details_len=mem.details_len(), text_len=len(_content_text(mem.content)))
+    # Store.scan trusts an entry only when it has both. And the length of the string the
+    # scorer compares (its tokens sorted, joined by single spaces: `similar.sorted_tokens`),
+    # so that pair search drops pairs by length before reading their texts (optional).
+    text = _content_text(mem.content)
+    entry.update(details_len=mem.details_len(), text_len=len(text), sort_len=len(" ".join(text.split())))
     if "archived_at" in mem.data and not archive:
         entry["archived_at"] = mem.data["archived_at"]  # a live record marked archived takes part in no rule
     if archive:

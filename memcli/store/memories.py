@@ -242,8 +242,8 @@ _SORT_FIELD = {"created": "created_at", "updated": "updated_at", "accessed": "la
                "uses": "access_count"}
 # Index fields that are the cache's own business (file facts, content hashes, the run's
 # marks), never part of what `list --json` reports about a memory.
-CACHE_FIELDS = frozenset({"size", "mtime_ns", "content_hash", "details_len", "text_len", "run_hash",
-                          "sig", "norm_key"})
+CACHE_FIELDS = frozenset({"size", "mtime_ns", "content_hash", "details_len", "text_len", "sort_len",
+                          "run_hash", "sig", "norm_key"})
 SUMMARY_CUT = 80  # the index keeps this much of a summary (`memcli.store.index.entry_for`)
 
 

@@ -255,6 +255,18 @@ class Memory:
         value = self.facts.get("text_len") if self.facts is not self._data else None
         return value if type(value) is int else None
 
+    def cached_sort_len(self) -> int | None:
+        """The length of the normalised text's tokens sorted and joined by single spaces (the
+        string ``token_sort_ratio`` compares) from the index entry, for a memory planned from
+        it: trusted as the entry's content hash is (the file's size and mtime unchanged since
+        the entry was written), and only when plausible (an int from 0 to the cached text
+        length: joining the tokens by single spaces never lengthens the text). None otherwise:
+        the text is then read."""
+        if self.facts is self._data:
+            return None
+        value, text = self.facts.get("sort_len"), self.facts.get("text_len")
+        return value if type(value) is int and type(text) is int and 0 <= value <= text else None
+
     def details_len(self) -> int:
         """len(content.details), -1 when it is not a string (cached in the index entry)."""
         if self._data is None and "details_len" in self.facts:

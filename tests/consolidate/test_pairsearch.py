@@ -4,6 +4,7 @@ finds match the exact all-pairs rule."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sys
@@ -427,3 +428,121 @@ def test_scoring_first_is_chosen_when_scoring_the_pairs_costs_less_than_signing_
     assert similar._scoring_first(ratio, 70.0, odd_even, list(range(60)), apart)
     # other scorers have no length bound: every pair counts
     assert not similar._scoring_first(fuzz.partial_ratio, 70.0, odd_even, list(range(60)), apart)
+
+
+# ---------------------------------------------------------------- lengths the index knows
+
+
+def _length_block(root: Path, size: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One block of `size` memories (all tags alike) of about 60 characters, two of them near
+    duplicates, plus two whose lengths pair with none of the others (a word of 3 letters and
+    a text of 4,000 characters). Returns (the pair, the loners)."""
+    rng = random.Random(size)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(400)]
+    text = "the deploy job restarts the worker queue after each release on staging"
+    pair = [add(root, summary=text), add(root, summary=text.replace("each", "every"))]
+    for _ in range(size - 4):
+        add(root, summary=" ".join(rng.choice(words) for _ in range(rng.randint(8, 11))))
+    loners = [add(root, summary="ok!"), add(root, summary=" ".join(rng.choice(words) for _ in range(600)))]
+    return pair, loners
+
+
+def _merged(root: Path) -> list[set[str]]:
+    outcome = engine.consolidate(Store(root), dry_run=True)
+    return [set(a["source_ids"]) for a in outcome.actions if a["type"] == "merge"]
+
+
+def _entries(root: Path) -> tuple[Path, dict[str, Any]]:
+    path = root / "agent" / "coder" / "_index.json"
+    return path, json.loads(path.read_text())
+
+
+def test_index_entries_carry_the_length_of_the_string_the_scorer_compares(store: Path) -> None:
+    from memcli.store.memories import reindex
+
+    add(store, summary="Deploy:  the   worker, then (staging)!", details="  Twice -- at  most.  ")
+    add(store, summary="", details="")
+    add(store, summary="plain words only")
+    reindex(Store(store))
+    _, index = _entries(store)
+    for entry in index["entries"]:
+        text = rules.content_text(json.loads((store / "agent" / "coder" / entry["file"]).read_text())["content"])
+        assert entry["sort_len"] == len(similar.sorted_tokens(text)) <= entry["text_len"] == len(text)
+    assert sorted((e["sort_len"], e["text_len"]) for e in index["entries"]) == [(0, 0), (16, 16), (44, 58)]
+
+
+@pytest.mark.parametrize("cached", [0, 5, 40, 41, -1, True, 5.0, "5", None])
+def test_a_cached_sort_len_is_trusted_only_when_it_can_be_true(cached: Any) -> None:
+    """From 0 to the cached text length (joining the tokens by single spaces never lengthens
+    the text); anything else (another type, a bool, out of range) is not trusted."""
+    from memcli.store.model import Memory
+
+    facts = {"id": "mem_a", "file": "mem_a.json", "type": "semantic", "content_hash": "h", "size": 1,
+             "mtime_ns": 1, "text_len": 40, "sort_len": cached}
+    mem = Memory.planned([facts], Path("/nowhere"), lambda m: None)[0]
+    expected = cached if type(cached) is int and 0 <= cached <= 40 else None
+    assert mem.cached_sort_len() == expected
+    read = Memory({"id": "mem_a", "type": "semantic", "content": {}}, None, "json")
+    assert read.cached_sort_len() is None  # a memory read from its file: no entry to trust
+
+
+@pytest.mark.parametrize("size", [12, 60])  # all pairs; a large block with a tag filter
+def test_a_dry_run_reads_no_memory_whose_length_pairs_with_none_of_its_block(
+        tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcli.store.memories import reindex
+
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\n")
+    pair, loners = _length_block(root, size)
+    reindex(Store(root))
+    read: list[str] = []
+    original = Store._read_record
+
+    def spy(self: Store, folder: Any, name: str, *more: Any) -> Any:
+        read.append(name)
+        return original(self, folder, name, *more)
+
+    monkeypatch.setattr(Store, "_read_record", spy)
+    found = _merged(root)
+    assert found == [{m["id"] for m in pair}]
+    assert not {f"{m['id']}.json" for m in loners} & set(read) and len(read) >= size - 2
+    # an index without the lengths (written before them): the same plan, every text read
+    path, index = _entries(root)
+    for entry in index["entries"]:
+        del entry["sort_len"]
+    path.write_text(json.dumps(index))
+    read.clear()
+    assert _merged(root) == found and {f"{m['id']}.json" for m in loners} <= set(read)
+
+
+@pytest.mark.parametrize("size", [12, 60])
+@pytest.mark.parametrize("damage", ["stale", "above_text_len", "negative", "string", "float", "bool", "missing"])
+def test_a_lying_or_stale_sort_len_never_hides_a_pair(tmp_path: Path, size: int, damage: str) -> None:
+    """A length in the index that would keep a true pair apart is not trusted when its file
+    changed since (size or mtime) or when it cannot be true: the file is read and the pair
+    found."""
+    from memcli.store.memories import reindex
+
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\n")
+    pair, _ = _length_block(root, size)
+    reindex(Store(root))
+    assert _merged(root) == [{m["id"] for m in pair}]
+    path, index = _entries(root)
+    entry = next(e for e in index["entries"] if e["id"] == pair[1]["id"])
+    lie = {"stale": 3000, "above_text_len": entry["text_len"] + 3000, "negative": -1,
+           "string": str(entry["sort_len"] + 3000), "float": float(entry["sort_len"]) * 40,
+           "bool": True, "missing": None}[damage]
+    if lie is None:
+        del entry["sort_len"]
+    else:
+        entry["sort_len"] = lie
+    if damage == "stale":  # the text length too, as a stale entry would have it
+        entry["text_len"] = 3000
+        target = root / "agent" / "coder" / entry["file"]
+        st = target.stat()
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    path.write_text(json.dumps(index))
+    assert _merged(root) == [{m["id"] for m in pair}]

@@ -210,3 +210,21 @@ def test_something_that_is_not_a_memory_folder_is_a_warning(store: Path, tmp_pat
     assert {(p["code"], p["path"], p["severity"]) for p in data["problems"]} == {
         ("bad_folder", "agent/bad name", "warning"), ("bad_folder", "agent/stray.json", "warning"),
         ("bad_folder", "team/linked", "warning")}
+
+
+def test_an_index_without_the_sorted_text_length_is_not_stale_but_a_wrong_one_is(store: Path) -> None:
+    """`sort_len` (pair search's length of a text's sorted tokens) came after the other cached
+    fields: an index written before it lacks it, which is no fault (the text is read
+    instead); a value that is not the file's is out of date."""
+    add(store, summary="the worker restarts the queue")
+    indexed(store)
+    path = store / "agent" / "coder" / "_index.json"
+    index = json.loads(path.read_text())
+    assert index["entries"][0]["sort_len"] == len("queue restarts the the worker")
+    del index["entries"][0]["sort_len"]
+    path.write_text(json.dumps(index))
+    assert report(store) == (0, {"problems": [], "ok": True})
+    index["entries"][0]["sort_len"] = 3
+    path.write_text(json.dumps(index))
+    code, data = report(store)
+    assert code == 1 and codes(data) == {("index_stale", "agent/coder/_index.json")}

@@ -72,6 +72,21 @@ def test_an_index_unites_entries_by_file_and_keeps_removals() -> None:
     assert merged["entry_count"] == 3
 
 
+def test_an_index_merge_keeps_each_entry_whole_with_its_cached_lengths() -> None:
+    """Cached fields (`sort_len`, pair search's sorted-text length) go with their entry: kept
+    whole from one side, never mixed; and they are trusted only while the file's size and
+    mtime match, which a checkout changes (`sync` rebuilds the index right after)."""
+    def idx(*entries: dict) -> dict:
+        return {"version": 1, "entry_count": len(entries), "entries": list(entries)}
+
+    a = {"id": "mem_a", "file": "mem_a.json", "size": 10, "mtime_ns": 1, "text_len": 9, "sort_len": 7}
+    a_old = {"id": "mem_a", "file": "mem_a.json", "size": 12, "mtime_ns": 2, "text_len": 11}
+    b = {"id": "mem_b", "file": "mem_b.json", "size": 5, "mtime_ns": 3, "text_len": 4, "sort_len": 4}
+    merged = drivers.merge_index(idx(), idx(a, b), idx(a_old))
+    assert merged["entries"] in ([a, b], [a_old, b]) and merged["entry_count"] == 2
+    assert merged == drivers.merge_index(idx(), idx(a_old), idx(a, b))
+
+
 def test_a_file_of_the_wrong_shape_is_left_to_git(tmp_path: Path) -> None:
     paths = []
     for name, data in (("base", {}), ("ours", {"entries": "x"}), ("theirs", {"entries": []})):
