@@ -203,6 +203,32 @@ def test_recall_against_the_exact_all_pairs_rule_at_every_shape(tmp_path: Path, 
 # ------------------------------------------------------------ pairs the tag rule lets through
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", generate.SHAPES)
+def test_recall_with_the_lengths_the_index_caches_at_every_shape(tmp_path: Path, shape: str) -> None:
+    """After `reindex` (index entries that know each text's sorted length, so that pair
+    search drops pairs by length before reading their texts) the dry run plans exactly what
+    it plans from the files alone: every planted pair the exact rule merges, at least 99%."""
+    from memcli.store.memories import reindex
+
+    root = tmp_path / shape
+    planted = generate.generate(root, sweep.scale(600, 2000), shape=shape, dup_share=0.08)
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    plain = engine.consolidate(Store(root), dry_run=True).actions
+    reindex(Store(root))
+    assert _entries_of(root) and all("sort_len" in e for e in _entries_of(root))
+    indexed = engine.consolidate(Store(root), dry_run=True).actions
+    assert [{k: v for k, v in a.items() if k != "run_id"} for a in indexed] == \
+        [{k: v for k, v in a.items() if k != "run_id"} for a in plain]
+    merges = [list(a["source_ids"]) for a in indexed if a["type"] == "merge"]
+    figures = bench_run.pair_figures(root, planted, merges)
+    assert figures["unguarded"] >= 30 and figures["recall_unguarded"] >= 0.99, figures
+
+
+def _entries_of(root: Path) -> list[dict[str, Any]]:
+    return [e for path in root.glob("*/*/_index.json") for e in json.loads(path.read_text())["entries"]]
+
+
 def test_tag_filter_allows_exactly_the_pairs_whose_tag_overlap_passes() -> None:
     tags = [["a", "b"], ["b", "a"], ["a", "b", "c"], [], [],
             ["p", "q", "r", "s", "t"], ["p", "q", "r", "s", "t", "u"],  # 5/6 = 0.83: above 0.80
