@@ -117,6 +117,19 @@ def content_text(content: dict[str, Any]) -> str:
     return default_process(" ".join(p for p in parts if isinstance(p, str)))
 
 
+def sorted_len(norm_text: str) -> int:
+    """The length of a normalised text's tokens joined by single spaces, in whatever order:
+    that of the string ``token_sort_ratio`` compares (`similar.sorted_tokens`), which an
+    index entry caches as ``sort_len``. Normalising (rapidfuzz's ``default_process``) leaves
+    no whitespace but the plain space (tested over every code point), so the tokens are the
+    runs between spaces: collapsing the runs of spaces in C costs half of splitting a long
+    text into its words."""
+    text = norm_text.strip(" ")
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return len(text)
+
+
 def raw_text(content: dict[str, Any]) -> str:
     """The same text before normalisation: what the guards look at (case and digits matter)."""
     parts = [content.get("summary"), content.get("details")]

@@ -52,7 +52,7 @@ def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = Fa
     # scorer compares (its tokens sorted, joined by single spaces: `similar.sorted_tokens`),
     # so that pair search drops pairs by length before reading their texts (optional).
     text = _content_text(mem.content)
-    entry.update(details_len=mem.details_len(), text_len=len(text), sort_len=len(" ".join(text.split())))
+    entry.update(details_len=mem.details_len(), text_len=len(text), sort_len=_sorted_len(text))
     if "archived_at" in mem.data and not archive:
         entry["archived_at"] = mem.data["archived_at"]  # a live record marked archived takes part in no rule
     if archive:
@@ -71,6 +71,12 @@ def _content_text(content: dict[str, Any]) -> str:
     )
 
     return content_text(content)
+
+
+def _sorted_len(text: str) -> int:
+    from memcli.consolidate.rules import sorted_len
+
+    return sorted_len(text)
 
 
 def load(folder: Path) -> dict[str, Any] | None:

@@ -269,3 +269,24 @@ def test_content_text_is_summary_details_then_the_other_strings_by_key() -> None
             if extra is not None:
                 content["a_note"] = extra
             assert rules.content_text(content) == spelled_out(content), content
+
+
+@pytest.mark.parametrize("raw", ["", " ", "!!", "a", "  a  ", "one, two;  three\tfour\nfive",
+                                 "x -- y\u3000z\u00a0w\x1cv", "émile   ÉCOLE", "a" * 500 + ",  " * 40 + "b"])
+def test_sorted_len_is_the_length_of_the_sorted_token_string(raw: str) -> None:
+    from memcli.consolidate.similar import sorted_tokens
+
+    text = rules.content_text({"summary": raw})
+    assert rules.sorted_len(text) == len(sorted_tokens(text)) == len(" ".join(text.split()))
+
+
+def test_normalising_leaves_no_whitespace_but_the_space() -> None:
+    """What `rules.sorted_len` counts on: every code point but the plain space that str.split
+    takes for whitespace is replaced by normalising (rapidfuzz's default_process)."""
+    import sys
+
+    from rapidfuzz.utils import default_process
+
+    every = "".join(chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF)
+    kept = default_process("a" + every + "a")
+    assert {ch for ch in kept if ch.isspace()} == {" "}
