@@ -67,6 +67,21 @@ class BlockTexts(Sequence[str]):
 
 
 
+class TextLengths(Sequence[int]):
+    """A block's text lengths (`BlockTexts.lengths`), each found when asked for: a dry run's
+    large block asks only for those of the texts its pairs by tags and lengths need."""
+
+    def __init__(self, texts: BlockTexts) -> None:
+        self.texts = texts
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, n: int) -> int:  # type: ignore[override]
+        value = self.texts.block[n].mem.cached_text_len()
+        return len(self.texts[n]) if value is None else value
+
+
 class PairSearch(FolderLoading):
     """Finds a block's similar pairs, from caches where they cover it."""
 
@@ -117,10 +132,11 @@ class PairSearch(FolderLoading):
         if focus:
             allowed = self._tag_filter(block)
             sign = None
+            lengths: Sequence[int] | None
             if self.opts.warm_caches or allowed is None or len(block) <= ALL_PAIRS_MAX:
                 sigs, lengths = self._large_block(block, texts, None if self.opts.warm_caches else allowed)
             else:  # a dry run signs only the members it must (a real run signs all, for its cache)
-                sigs, lengths = None, self._member_lengths(texts, allowed)
+                sigs, lengths = None, TextLengths(texts)
                 sign = self._signer(block, texts)
             found = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, floor=floor,
                                   sigs=sigs, lengths=lengths, near=self._near(),
@@ -156,13 +172,6 @@ class PairSearch(FolderLoading):
                                   texts.lengths(members), strict=True):
             sigs[n], lengths[n] = sig, length
         return sigs, lengths
-
-    def _member_lengths(self, texts: BlockTexts, allowed: PairFilter) -> list[int]:
-        """Text lengths of the members `allowed` lets pair with another (0 for the others)."""
-        lengths, members = [0] * len(texts), allowed.members()
-        for n, length in zip(members, texts.lengths(members), strict=True):
-            lengths[n] = length
-        return lengths
 
     def _signer(self, block: list[Live], texts: BlockTexts) -> Callable[[list[int]], list[bytes]]:
         """The signatures of the block's memories at given positions (cached ones, or made)."""

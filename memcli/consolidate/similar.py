@@ -36,7 +36,7 @@ ALL_PAIRS_MAX = 40
 
 def similar_pairs(texts: Sequence[str], scorer: str, threshold: float, *,
                   focus: list[int] | None = None, floor: float | None = None,
-                  sigs: list[bytes] | None = None, lengths: list[int] | None = None,
+                  sigs: list[bytes] | None = None, lengths: Sequence[int] | None = None,
                   near: float | None = None, allowed: PairFilter | None = None,
                   sign: Callable[[list[int]], list[bytes]] | None = None) -> dict[tuple[int, int], float]:
     """{(i, j): similarity} for i < j with similarity > threshold (or >= floor when given, for
@@ -193,7 +193,7 @@ def _all_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: float |
 
 def _candidate_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
                      focus: list[int] | None, sigs: list[bytes] | None,
-                     lengths: list[int] | None,
+                     lengths: Sequence[int] | None,
                      near_cut: float | None = None) -> dict[tuple[int, int], float]:
     import numpy as np  # numpy only for large blocks: `memcli add` and small stores never load it
 
@@ -217,7 +217,7 @@ def _candidate_pairs(texts: Sequence[str], scorer: str, cutoff: float, strict: f
 
 
 def _allowed_candidates(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
-                        focus: list[int] | None, sigs: list[bytes] | None, lengths: list[int] | None,
+                        focus: list[int] | None, sigs: list[bytes] | None, lengths: Sequence[int] | None,
                         near_cut: float | None, allowed: PairFilter) -> dict[tuple[int, int], float]:
     """`_candidate_pairs` over the texts that have a partner `allowed`, then only the pairs it
     allows. The same pairs as over the whole block, filtered: whether two texts are LSH
@@ -260,7 +260,7 @@ _PAIR_US_PER_CHARS = 3.5e-5
 
 def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: float | None,
                   focus: list[int] | None, sign: Callable[[list[int]], list[bytes]],
-                  lengths: list[int] | None, near_cut: float | None,
+                  lengths: Sequence[int] | None, near_cut: float | None,
                   allowed: PairFilter) -> dict[tuple[int, int], float]:
     """The pairs `_allowed_candidates` finds, found the cheaper way for this block, signing
     only the texts it must. Of the pairs the tags allow, the rule keeps those that score above
@@ -346,7 +346,7 @@ def _scoring_first(fn: Any, cutoff: float, pairs: list[tuple[int, int]], ends: l
 
 def _banded(texts_at: list[int], pairs: list[tuple[int, int]], strict: float | None,
             sign: Callable[[list[int]], list[bytes]], texts: Sequence[str],
-            lengths: list[int] | None) -> npt.NDArray[np.bool_]:
+            lengths: Sequence[int] | None) -> npt.NDArray[np.bool_]:
     """For each pair (of positions among `texts_at`), whether its texts share an LSH band and,
     in the rule's band (`strict`), are worth scoring (`_worth_scoring`: signatures that agree
     enough, or a short text): what makes it an LSH candidate in `_candidate_pairs`."""
@@ -481,7 +481,7 @@ SHORT_TEXT = 100
 
 
 def _likely(pairs: npt.NDArray[np.int64], sigs: list[bytes],
-            text_lengths: list[int]) -> list[tuple[int, int]]:
+            text_lengths: Sequence[int]) -> list[tuple[int, int]]:
     """The candidate pairs (sorted (m, 2) array) worth scoring."""
     import numpy as np
 
