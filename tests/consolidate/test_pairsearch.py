@@ -572,3 +572,31 @@ def test_a_lying_or_stale_sort_len_never_hides_a_pair(tmp_path: Path, size: int,
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     path.write_text(json.dumps(index))
     assert _merged(root) == [{m["id"] for m in pair}]
+
+
+def test_every_entry_written_carries_its_sort_len(store: Path) -> None:
+    """`add` and a real run (its rewrites, archive moves and new copies) write index entries
+    with the right `sort_len`; doctor finds every index up to date."""
+    from typer.testing import CliRunner
+
+    from memcli.cli import app
+
+    runner = CliRunner()
+    text = "The deploy job, after each release: restarts  the worker queue (on staging)"
+    result = runner.invoke(app, ["--store", str(store), "add", "--type", "semantic", "--scope", "agent",
+                                 "--scope-id", "coder", "--summary", "something else -- entirely"])
+    assert result.exit_code == 0, result.output
+    first = _entries(store)[1]["entries"]
+    assert len(first) == 1 and first[0]["sort_len"] == len("else entirely something")
+    add(store, summary=text)  # (an agent's, as a person's memory needs consent to be merged)
+    add(store, summary=text.replace("each", "every"))
+    outcome = engine.consolidate(Store(store))
+    assert any(a["type"] == "merge" for a in outcome.actions), outcome.actions
+    indices = list(store.glob("agent/*/_index.json")) + [store / "archive" / "_index.json"]
+    entries = [(path.parent, e) for path in indices for e in json.loads(path.read_text())["entries"]]
+    assert len(entries) >= 3
+    for folder, entry in entries:
+        content = json.loads((folder / entry["file"]).read_text())["content"]
+        assert entry["sort_len"] == len(similar.sorted_tokens(rules.content_text(content)))
+    result = runner.invoke(app, ["--store", str(store), "--json", "doctor"])
+    assert json.loads(result.stdout)["ok"] is True, result.stdout
