@@ -297,9 +297,9 @@ def _allowed_lazy(texts: Sequence[str], scorer: str, cutoff: float, strict: floa
         if not passed:
             return {}
         needed = sorted({n for pair, _ in passed for n in pair})
-        keep = _banded(needed, [pair for pair, _ in passed], strict, sign, texts, lengths)
+        keep = _banded(needed, [pair for pair, _ in passed], strict, sign, size)
         return {pair: score / 100 for (pair, score), kept in zip(passed, keep.tolist(), strict=True) if kept}
-    keep = _banded(ends, pairs, strict, sign, texts, lengths)
+    keep = _banded(ends, pairs, strict, sign, size)
     likely = [pair for pair, kept in zip(pairs, keep.tolist(), strict=True) if kept]
     return {pair: score / 100 for pair, score in _scored(fn, ready, likely, cutoff, strict, near_cut)}
 
@@ -345,11 +345,11 @@ def _scoring_first(fn: Any, cutoff: float, pairs: list[tuple[int, int]], ends: l
 
 
 def _banded(texts_at: list[int], pairs: list[tuple[int, int]], strict: float | None,
-            sign: Callable[[list[int]], list[bytes]], texts: Sequence[str],
-            lengths: Sequence[int] | None) -> npt.NDArray[np.bool_]:
+            sign: Callable[[list[int]], list[bytes]], size: dict[int, int]) -> npt.NDArray[np.bool_]:
     """For each pair (of positions among `texts_at`), whether its texts share an LSH band and,
     in the rule's band (`strict`), are worth scoring (`_worth_scoring`: signatures that agree
-    enough, or a short text): what makes it an LSH candidate in `_candidate_pairs`."""
+    enough, or a short text, by its normalised length in `size`): what makes it an LSH
+    candidate in `_candidate_pairs`."""
     import numpy as np
 
     from memcli.consolidate.candidates import banded_together, signature_matrix
@@ -359,7 +359,7 @@ def _banded(texts_at: list[int], pairs: list[tuple[int, int]], strict: float | N
     at = np.array([(where[i], where[j]) for i, j in pairs], dtype=np.int64).reshape(-1, 2)
     keep = banded_together(sigs, at)
     if strict is not None:  # as `_candidate_pairs`: the discovery band takes every candidate
-        norm = np.array([len(texts[n]) if lengths is None else lengths[n] for n in texts_at])
+        norm = np.array([size[n] for n in texts_at])
         keep &= _worth_scoring(signature_matrix(sigs), at, norm)
     return keep
 
