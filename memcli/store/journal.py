@@ -301,7 +301,8 @@ def complete(store: Store, data: dict[str, Any], known: dict[str, planned.Ticket
     # indices and snapshots durable together, not two fsyncs each: until the journal goes
     # (below), a crash or a power cut means this is all done again
     with fsops.one_barrier(store.root):
-        for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered)):
+        # (a folder only read, not covered, is refreshed too: files gone or touched since)
+        for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered | set(refresh))):
             if position and pause:
                 time.sleep(pause)  # spreads index rewrites out for readers on slow disks
             if rel in refresh and _update_folder(store, rel, refresh[rel], rel in covered):
@@ -409,15 +410,31 @@ def _update_folder(store: Store, rel: str, names: list[str], covered: bool) -> b
     folder = store.folder_by_rel(rel)
     if folder is None:
         return False
-    snap = index.load_lastrun(folder.cache()) if covered and folder.scope != "archive" else None
+    snap = index.load_lastrun(folder.cache()) if folder.scope != "archive" else None
     if covered and folder.scope != "archive" and snap is None:
         return False
     fresh = store.splice_entries(folder, names, run_hash_now=covered)
     if fresh is None:
         return False
-    if snap is not None:
+    if snap is not None and covered:
         index.update_lastrun(folder.cache(create=True), snap, set(names), fresh)
+    elif snap is not None:
+        _update_uncovered_rows(folder.path, snap, names, fresh, folder.cache(create=True))
     return True
+
+
+def _update_uncovered_rows(path: Path, snap: index.Snapshot, names: list[str],
+                           fresh: list[dict[str, Any]], cache: Path) -> None:
+    """The snapshot of a folder a pass read but did not cover: the rows of files gone go,
+    and those of files read again with their row's own content hash (touched, not changed)
+    take their new size and mtime. A file read with another content hash keeps its row (its
+    run hash: it is still changed since the last run), as does one that could not be read."""
+    same = [e for e in fresh if (row := snap.row(e["file"])) is not None
+            and snap.content_hash(row) == e["content_hash"]]
+    read = {e["file"] for e in fresh}
+    gone = {n for n in names if n not in read and snap.row(n) is not None and not os.path.lexists(path / n)}
+    if same or gone:
+        index.update_lastrun(cache, snap, gone | {e["file"] for e in same}, same)
 
 
 def _update_state(store: Store, update: dict[str, Any], quiet: bool = False) -> None:
