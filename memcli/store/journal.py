@@ -215,7 +215,7 @@ def _do(store: Store, op: FileOp, batch: fsops.Staged) -> None:
 def _pre_image(store: Store, run_id: str, rel: str, batch: fsops.Staged) -> None:
     target = run_dir(store, run_id) / rel
     if not target.exists():
-        fsops.ensure_parent(target)
+        batch.ensure_parent(target)
         batch.keep_copy(store.root / rel, target)  # a second link where safe: no bytes written
 
 
@@ -318,9 +318,10 @@ def complete(store: Store, data: dict[str, Any], known: dict[str, planned.Ticket
                                           known=planned.load(known.get(rel)) if rel in covered else None)
     review.add_items(store.root, data.get("review", []))
     quiet = data.get("quiet") is True  # changed nothing: recorded on this machine only (SPEC 13)
-    _update_state(store, data.get("state", {}), quiet)
-    if data.get("log_entry"):
-        log.append(store.root, data["log_entry"], quiet)
+    with fsops.names_durable_at_end():  # state and log: one fsync of ops/, before the journal goes
+        _update_state(store, data.get("state", {}), quiet)
+        if data.get("log_entry"):
+            log.append(store.root, data["log_entry"], quiet)
     journal = journal_path(store, data["run_id"])
     if journal.exists():
         fsops.unlink(journal)
