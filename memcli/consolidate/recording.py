@@ -45,7 +45,7 @@ def _commit(store: Store, planning: Planning, applied: journal.Applied,
     state = {"run_id": plan.run_id, "at": plan.at, "trigger": plan.trigger,
              "success": plan.trigger in TRIGGERS or plan.trigger == "review",
              "flagged_done": plan.flagged_done,
-             **caches.listings_update(planning.listings, plan.covered)}
+             **caches.listings_update(planning.listings, [*plan.covered, *(planning.refresh or {})])}
     if planning.state_extra:
         state["extra"] = {**state.get("extra", {}), **planning.state_extra}
     return journal.commit(store, plan.run_id, {

@@ -39,6 +39,7 @@ _unsynced: set[Path] | None = None  # while a Staged batch commits: folders whos
 # within `one_barrier`, per thread (in-process recoveries run side by side in tests): files
 # replaced, made durable at its end
 _deferred: dict[int, list[Path]] = {}
+_late_dirs: dict[int, set[Path]] = {}  # within `names_durable_at_end`, per thread: folders to fsync
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -233,8 +234,34 @@ def write_replace(path: Path, data: bytes | Iterable[bytes | memoryview], durabl
         os.rename(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd, dst_dir_fd=handle.dir_fd)
         if later is not None:
             later.append(path)
+        elif durable and (late := _late_dirs.get(_thread.get_ident())) is not None:
+            late.add(path.parent)
         elif durable:
             handle.sync()
+
+
+@contextlib.contextmanager
+def names_durable_at_end() -> Iterator[None]:
+    """Within: `write_replace` still makes each file's bytes durable before renaming it into
+    place (never torn), but the fsync of its folder, which makes the new name durable, waits
+    for the block's end, once a folder (`ops/state.json` and the log shared two fsyncs of
+    `ops/`). The same changes in the same order (the same crash points). For files that a
+    power cut may put back to their previous version until the block ends, because what
+    comes before can redo them and nothing after depends on them until then: a committed
+    run's state and log (`journal.complete`, idempotent, redone until its journal goes)."""
+    ident = _thread.get_ident()
+    outer = _late_dirs.get(ident)
+    mine: set[Path] = set()
+    _late_dirs[ident] = mine
+    try:
+        yield
+    finally:
+        if outer is None:
+            del _late_dirs[ident]
+        else:
+            _late_dirs[ident] = outer
+    for folder in sorted(mine):
+        fsync_dir(folder)
 
 
 @contextlib.contextmanager
@@ -372,6 +399,7 @@ class Staged:
         self.steps: list[tuple[str, Path, str | None]] = []  # (kind, path, temporary name)
         self.sources: dict[int, Path] = {}  # step -> the file a "link" step names again
         self.dirs: dict[Path, _Dir] = {}  # folders open for the batch (see `_held`)
+        self.made: set[Path] = set()  # folders holding a folder `ensure_parent` made
 
     @contextlib.contextmanager
     def _holding(self) -> Iterator[None]:
@@ -400,6 +428,24 @@ class Staged:
 
     def unlink(self, path: Path) -> None:
         self.steps.append(("remove", path, None))
+
+    def ensure_parent(self, path: Path) -> None:
+        """Make the missing folders on the way to `path` now (each a change, as `mkdir`), their
+        names made durable with the batch's own at its second barrier instead of one fsync
+        each: the three folders of a run's first pre-image (archive/runs/<run_id>/agent/...)
+        were three journal commits in a row. Nothing is put in them before the batch commits,
+        and nothing depends on them before its barrier."""
+        missing: list[Path] = []
+        probe = Path(_absolute(path.parent))
+        while not os.path.lexists(probe):
+            missing.append(probe)
+            probe = probe.parent
+        for folder in reversed(missing):
+            with self._holding(), _folder(folder.parent) as handle:
+                _change()
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(handle.at(folder.name), dir_fd=handle.dir_fd)
+            self.made.add(folder.parent)
 
     def keep_copy(self, src: Path, dst: Path) -> None:
         """Stage `dst` (a new name) holding the bytes `src` has now: a second link to the
@@ -435,7 +481,8 @@ class Staged:
         global _unsynced
         temporary = [path.parent / tmp for _, path, tmp in self.steps if tmp is not None]
         _barrier(self.root, temporary, set())
-        _unsynced, folders = set(), {path.parent for _, path, _ in self.steps}
+        _unsynced, folders = set(), {path.parent for _, path, _ in self.steps} | self.made
+        self.made = set()
         steps = list(self.steps)
         try:
             for n, (kind, path, tmp) in enumerate(self.steps):
@@ -462,7 +509,7 @@ class Staged:
                             os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
         finally:
             self._release()
-        self.steps, self.sources = [], {}
+        self.steps, self.sources, self.made = [], {}, set()
 
     @staticmethod
     def _place(kind: str, path: Path, tmp: str) -> None:

@@ -215,7 +215,7 @@ def _do(store: Store, op: FileOp, batch: fsops.Staged) -> None:
 def _pre_image(store: Store, run_id: str, rel: str, batch: fsops.Staged) -> None:
     target = run_dir(store, run_id) / rel
     if not target.exists():
-        fsops.ensure_parent(target)
+        batch.ensure_parent(target)
         batch.keep_copy(store.root / rel, target)  # a second link where safe: no bytes written
 
 
@@ -301,7 +301,8 @@ def complete(store: Store, data: dict[str, Any], known: dict[str, planned.Ticket
     # indices and snapshots durable together, not two fsyncs each: until the journal goes
     # (below), a crash or a power cut means this is all done again
     with fsops.one_barrier(store.root):
-        for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered)):
+        # (a folder only read, not covered, is refreshed too: files gone or touched since)
+        for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered | set(refresh))):
             if position and pause:
                 time.sleep(pause)  # spreads index rewrites out for readers on slow disks
             if rel in refresh and _update_folder(store, rel, refresh[rel], rel in covered):
@@ -317,9 +318,10 @@ def complete(store: Store, data: dict[str, Any], known: dict[str, planned.Ticket
                                           known=planned.load(known.get(rel)) if rel in covered else None)
     review.add_items(store.root, data.get("review", []))
     quiet = data.get("quiet") is True  # changed nothing: recorded on this machine only (SPEC 13)
-    _update_state(store, data.get("state", {}), quiet)
-    if data.get("log_entry"):
-        log.append(store.root, data["log_entry"], quiet)
+    with fsops.names_durable_at_end():  # state and log: one fsync of ops/, before the journal goes
+        _update_state(store, data.get("state", {}), quiet)
+        if data.get("log_entry"):
+            log.append(store.root, data["log_entry"], quiet)
     journal = journal_path(store, data["run_id"])
     if journal.exists():
         fsops.unlink(journal)
@@ -409,15 +411,31 @@ def _update_folder(store: Store, rel: str, names: list[str], covered: bool) -> b
     folder = store.folder_by_rel(rel)
     if folder is None:
         return False
-    snap = index.load_lastrun(folder.cache()) if covered and folder.scope != "archive" else None
+    snap = index.load_lastrun(folder.cache()) if folder.scope != "archive" else None
     if covered and folder.scope != "archive" and snap is None:
         return False
     fresh = store.splice_entries(folder, names, run_hash_now=covered)
     if fresh is None:
         return False
-    if snap is not None:
+    if snap is not None and covered:
         index.update_lastrun(folder.cache(create=True), snap, set(names), fresh)
+    elif snap is not None:
+        _update_uncovered_rows(folder.path, snap, names, fresh, folder.cache(create=True))
     return True
+
+
+def _update_uncovered_rows(path: Path, snap: index.Snapshot, names: list[str],
+                           fresh: list[dict[str, Any]], cache: Path) -> None:
+    """The snapshot of a folder a pass read but did not cover: the rows of files gone go,
+    and those of files read again with their row's own content hash (touched, not changed)
+    take their new size and mtime. A file read with another content hash keeps its row (its
+    run hash: it is still changed since the last run), as does one that could not be read."""
+    same = [e for e in fresh if (row := snap.row(e["file"])) is not None
+            and snap.content_hash(row) == e["content_hash"]]
+    read = {e["file"] for e in fresh}
+    gone = {n for n in names if n not in read and snap.row(n) is not None and not os.path.lexists(path / n)}
+    if same or gone:
+        index.update_lastrun(cache, snap, gone | {e["file"] for e in same}, same)
 
 
 def _update_state(store: Store, update: dict[str, Any], quiet: bool = False) -> None:

@@ -144,10 +144,13 @@ class FolderScanning(FileReading):
         else:
             differ = [n for n, st in zip(names, stats, strict=True)
                       if st is None or not _trusted(snap, n, st)]
-        if not differ:
+        # a file removed by hand, with nothing else changed in the folder, is a difference too:
+        # its index entry and snapshot row go (else the index lists a file that is gone, and
+        # every later pass lists the folder again, its names never matching the snapshot's)
+        missing = set() if names is snap.names else set(snap.names).difference(names)
+        if not differ and not missing:
             return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(names), stamp=stamp)
         gone = {n for n, st in zip(names, stats, strict=True) if st is None} if None in stats else set()
-        missing = set() if names is snap.names else set(snap.names).difference(names)
         kept = _rows_but(snap, missing.union(differ))  # (a file gone is among those that differ)
         found: list[dict[str, Any]] = []
         memories: dict[str, Memory] = {}

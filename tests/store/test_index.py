@@ -269,6 +269,74 @@ def test_session_end_lists_a_folder_again_only_when_its_mtime_moved(
     assert_invariants(store)
 
 
+def test_session_end_drops_a_file_removed_by_hand_from_index_and_snapshot(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file deleted by hand, nothing else changed in its folder: the pass drops its entry
+    and its snapshot row (the index lists the folder's files again), and a later pass can
+    vouch for the folder's listing again instead of listing it on every pass."""
+    kept = add(store, summary="a fact that stays where it is")
+    gone = add(store, summary="a note someone deletes by hand")
+    other = add(store, scope_id="tester", created_by="agent:tester", summary="a memory of another agent")
+    engine.consolidate(Store(store))
+    folder = store / "agent" / "coder"
+    (folder / f"{gone['id']}.json").unlink()
+    age_folder(folder)
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert out.actions == []
+    assert_invariants(store)  # the index lists exactly the files left
+    snap = index.load_lastrun(cached(store, "agent/coder"))
+    assert snap is not None and snap.names == [f"{kept['id']}.json"]
+    assert "agent/coder" not in listings(store)  # its snapshot was rewritten
+    age_folder(folder)
+    engine.consolidate(Store(store), trigger="session_end")
+    assert "agent/coder" in listings(store)  # its names are the snapshot's again: vouched for
+    listed: list[str] = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda p=".": listed.append(str(p)) or real_listdir(p))
+    engine.consolidate(Store(store), trigger="session_end")
+    assert str(folder) not in listed
+    assert (store / "agent" / "tester" / f"{other['id']}.json").exists()
+    assert_invariants(store)
+
+
+def test_session_end_takes_a_touched_file_as_unchanged_once(store: Path) -> None:
+    """A file whose mtime moved but whose content did not: read again once, its entry and
+    snapshot row take the new mtime, and the next pass does not read it again."""
+    add(store, summary="a fact")
+    touched = add(store, summary="a note an editor saved unchanged")
+    engine.consolidate(Store(store))
+    path = store / "agent" / "coder" / f"{touched['id']}.json"
+    later = os.stat(path).st_mtime_ns + 5_000_000_000
+    os.utime(path, ns=(later, later))
+    out = engine.consolidate(Store(store), trigger="session_end")
+    assert out.actions == []
+    snap = index.load_lastrun(cached(store, "agent/coder"))
+    assert snap is not None and snap.mtimes[snap.row(path.name)] == later
+    entries = orjson.loads((path.parent / index.INDEX_NAME).read_bytes())["entries"]
+    assert [e["mtime_ns"] for e in entries if e["file"] == path.name] == [later]
+    assert_invariants(store)
+
+
+def test_session_end_keeps_the_row_of_a_changed_file_it_did_not_cover(store: Path) -> None:
+    """The snapshot rows of a folder a pass did not cover change only where the content did
+    not: a file changed since the last run keeps its row (its run hash), so it stays in scope."""
+    add(store, summary="a fact")
+    edited = add(store, summary="a note edited by hand")
+    engine.consolidate(Store(store))
+    folder = store / "agent" / "coder"
+    snap = index.load_lastrun(cached(store, "agent/coder"))
+    assert snap is not None
+    row_hash = snap.content_hash(snap.row(f"{edited['id']}.json"))  # type: ignore[arg-type]
+    from memcli.store import journal as journal_module
+
+    fresh = [{"file": f"{edited['id']}.json", "content_hash": "0" * 64, "size": 1, "mtime_ns": 1,
+              "type": "semantic", "subtype": "x"}]
+    journal_module._update_uncovered_rows(folder, snap, [f"{edited['id']}.json"], fresh,
+                                          cached(store, "agent/coder"))
+    again = index.load_lastrun(cached(store, "agent/coder"))
+    assert again is not None and again.content_hash(again.row(f"{edited['id']}.json")) == row_hash  # type: ignore[arg-type]
+
+
 def test_session_end_keeps_no_stamp_for_a_folder_changed_just_before_its_listing(store: Path) -> None:
     add(store, summary="a fact")
     engine.consolidate(Store(store))
@@ -494,13 +562,14 @@ def test_raw_many_is_raw_of_each(tmp_path: Path) -> None:
 
 def _scan_since_as_before(s: Store, folder: Any, snap: index.Snapshot) -> tuple[list[int], list[str]] | None:
     """`kept` and `reread` as scan_since made them with a test a row (before `_rows_but`);
-    None when no listed file differs (a file gone alone changes no memory: nothing to plan)."""
+    None when no listed file differs and none is gone (a file gone alone changes no memory,
+    but its index entry and snapshot row go: it is read again, as gone)."""
     names = s.memory_names(folder)
     stats = [os.lstat(folder.path / n) if (folder.path / n).exists() else None for n in names]
     differ = {n for n, st_ in zip(names, stats, strict=True) if st_ is None or not snap.trusted(
         snap.row(n) if snap.row(n) is not None else 0, st_.st_size, st_.st_mtime_ns) or snap.row(n) is None}
     present = set(names) - differ
-    if not differ:
+    if not differ and set(snap.names) <= present:
         return None
     return [i for i, n in enumerate(snap.names) if n in present], sorted(differ | (set(snap.names) - present))
 
@@ -529,7 +598,7 @@ def test_scan_since_keeps_exactly_the_rows_of_files_unchanged(store: Path, chang
     scan = s.scan_since(folder, snap)
     before = _scan_since_as_before(s, folder, snap)
     if before is None:
-        assert change in ("none", "gone_first", "gone_last")
+        assert change == "none"
         assert scan.reread is None and scan.kept == [] and scan.count == len(s.memory_names(folder))
         return
     assert (scan.kept, scan.reread) == before
