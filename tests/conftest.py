@@ -247,14 +247,15 @@ def _compile_once() -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked slow first (otherwise in collection order), so that the parallel workers
-    finish together instead of one of them ending the run with a long sweep. Then the modules
-    that talk to the loopback Messages API through the Anthropic SDK in process: importing the
-    SDK costs about 2.5 s of CPU in each worker that does, and `--dist worksteal` hands each
-    worker one contiguous share of this order (stealing later from its end), so kept together
-    right after the slow tests they all run in the first worker."""
+    """The modules that talk to the loopback Messages API through the Anthropic SDK in process
+    first, then the tests marked slow, then the rest in collection order. `--dist worksteal`
+    hands each worker one contiguous share of this order and a worker that runs out steals
+    from the end of another's share: the slow tests near the start of the first share are
+    never the last ones left (the workers finish together), and the SDK modules at its very
+    start run in that worker before any stealing, so only it imports the SDK (about 2.5 s of
+    CPU in each worker that does)."""
     def order(item: pytest.Item) -> tuple[bool, bool]:
         module = getattr(item, "module", None)
-        return item.get_closest_marker("slow") is None, not hasattr(module, "fake_anthropic")
+        return not hasattr(module, "fake_anthropic"), item.get_closest_marker("slow") is None
 
     items.sort(key=order)
