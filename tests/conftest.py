@@ -106,28 +106,62 @@ def add(root: Path, fmt: str = "json", **fields: Any) -> dict[str, Any]:
     return data
 
 
+def _entries(folder: str, descend: Any = None) -> Iterator[os.DirEntry[str]]:
+    """Every entry under `folder`, in the order `Path(folder).rglob("*")` gives them (a
+    folder's entries, then each sub-folder's; symbolic links to folders not followed), without
+    pathlib's parsing of every path: the checks below walk the store after each step of the
+    stateful and crash sweeps. `descend(path)` says whether to go into a sub-folder."""
+    try:
+        with os.scandir(folder) as found:
+            entries = list(found)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return
+    subfolders = []
+    for entry in entries:
+        yield entry
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        if is_dir and (descend is None or descend(entry.path)):
+            subfolders.append(entry.path)
+    for path in subfolders:
+        yield from _entries(path, descend)
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every memory file's bytes, by path relative to the store (indices, caches and ops aside)."""
+    base = os.path.join(root, "")
+    tops = {base + top for top in ("agent", "team", "global")}
     out: dict[str, bytes] = {}
-    for path in root.rglob("*"):
-        rel = path.relative_to(root)
-        if path.is_file() and rel.parts[0] in ("agent", "team", "global") and not path.name.startswith("_"):
-            out[str(rel)] = path.read_bytes()
+    for entry in _entries(str(root), lambda folder: os.path.dirname(folder) != str(root) or folder in tops):
+        rel = entry.path[len(base):]
+        if rel.split(os.sep, 1)[0] in ("agent", "team", "global") and not entry.name.startswith("_") \
+                and entry.is_file():
+            with open(entry.path, "rb") as file:
+                out[rel] = file.read()
     return out
 
 
 def all_files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    base = os.path.join(root, "")
+    out: dict[str, bytes] = {}
+    for entry in _entries(str(root)):
+        if entry.is_file():
+            with open(entry.path, "rb") as file:
+                out[entry.path[len(base):]] = file.read()
+    return out
 
 
 def ids_everywhere(root: Path) -> dict[str, list[str]]:
     """id -> places (live folders and archive) holding a file for it."""
+    base = os.path.join(root, "")
+    archive = os.path.join(root, "archive")
     found: dict[str, list[str]] = {}
-    for path in root.rglob("mem_*"):
-        rel = path.relative_to(root)
-        if rel.parts[0] == "archive" and len(rel.parts) > 2:
-            continue  # pre-images under archive/runs are not memories
-        found.setdefault(path.stem.split("@")[0], []).append(str(rel))
+    # pre-images under archive/runs (anything deeper than archive/X) are not memories
+    for entry in _entries(str(root), lambda folder: os.path.dirname(folder) != archive):
+        if entry.name.startswith("mem_"):
+            found.setdefault(Path(entry.name).stem.split("@")[0], []).append(entry.path[len(base):])
     return found
 
 
@@ -213,6 +247,15 @@ def _compile_once() -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked slow first (otherwise in collection order), so that the parallel workers
-    finish together instead of one of them ending the run with a long sweep."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The modules that talk to the loopback Messages API through the Anthropic SDK in process
+    first, then the tests marked slow, then the rest in collection order. `--dist worksteal`
+    hands each worker one contiguous share of this order and a worker that runs out steals
+    from the end of another's share: the slow tests near the start of the first share are
+    never the last ones left (the workers finish together), and the SDK modules at its very
+    start run in that worker before any stealing, so only it imports the SDK (about 2.5 s of
+    CPU in each worker that does)."""
+    def order(item: pytest.Item) -> tuple[bool, bool]:
+        module = getattr(item, "module", None)
+        return not hasattr(module, "fake_anthropic"), item.get_closest_marker("slow") is None
+
+    items.sort(key=order)

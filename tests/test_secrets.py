@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memcli.secrets import PLACEHOLDER_RE, Masker, contains_secret, find_secret_spans, redact
+from tests import sweep
 
 # Fake secrets, built by concatenation so that secret scanners do not flag this file.
 # Each entry: (kind, text as it would appear in a memory, the secret part of it).
@@ -210,7 +211,7 @@ def test_property_round_trip_and_no_planted_secret_survives(pieces: list[str], s
             assert secret not in masked
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sweep.scale(50, 200), deadline=None)
 @given(st.text())
 def test_property_round_trip_any_text(text: str) -> None:
     masker = Masker()

@@ -25,6 +25,7 @@ from memcli.consolidate.additions import (
 )
 from memcli.consolidate.guards import entities_differ, guard_rejects, negation_differs
 from memcli.consolidate.textfeatures import TextFeatures
+from tests import sweep
 
 BASE = "The nightly export job writes the ledger snapshot to the reports bucket"
 
@@ -173,7 +174,7 @@ _RUN_WORDS = st.sampled_from(["the", "of", "rollback", "deploy", "queue", "resta
                               "pending", "jobs", "after", "cache", "twice", "with", "said"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sweep.scale(50, 200), deadline=None)
 @given(st.lists(_RUN_WORDS, min_size=1, max_size=30), st.lists(_RUN_WORDS, min_size=1, max_size=12),
        st.integers(min_value=1, max_value=8))
 def test_a_run_search_that_stops_early_answers_the_same(a: list[str], b: list[str], enough: int) -> None:

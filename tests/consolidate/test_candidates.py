@@ -316,7 +316,7 @@ def test_the_shingles_are_the_5_grams_within_each_space_padded_token(bins: int) 
     assert _shingles("deploy") == {" depl", "deplo", "eploy", "ploy "}
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=sweep.scale(20, 80), deadline=None)
 @given(words=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=" "),
                               min_size=1, max_size=9), max_size=20),
        order=st.randoms(use_true_random=False), gaps=st.lists(st.integers(1, 3), min_size=20, max_size=20))
@@ -545,7 +545,7 @@ _WORDS = st.sampled_from("deploy staging prod cache token the a to of 42 never r
 _TEXTS = st.lists(st.lists(_WORDS, max_size=12).map(" ".join), min_size=0, max_size=25)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=sweep.scale(15, 60), deadline=None)
 @given(texts=_TEXTS, data=st.data())
 def test_incremental_equals_full_restricted_property(texts: list[str], data: st.DataObject) -> None:
     sigs = [signature(t, num_perm=8) for t in texts]

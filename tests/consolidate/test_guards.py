@@ -359,7 +359,7 @@ _RAW = st.lists(st.sampled_from(_VOCAB + [" "]), max_size=30).map(" ".join)
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sweep.scale(50, 200), deadline=None)
 @given(text=st.one_of(_RAW, st.text(max_size=200)))
 def test_a_text_never_disagrees_with_itself(text: str) -> None:
     assert guard_rejects(text, text) is None

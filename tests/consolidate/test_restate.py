@@ -11,6 +11,7 @@ from memcli.consolidate import rules
 from memcli.consolidate.restate import EDGE_CHARS, plain_form, statement_span
 from memcli.consolidate.similar import second_look
 from memcli.consolidate.textfeatures import TextFeatures, features
+from tests import sweep
 
 
 def statement(text: str, bare: bool = True) -> str:
@@ -85,7 +86,7 @@ def test_attributions_are_looked_for_near_the_edges_only() -> None:
     assert EDGE_CHARS < 1000
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sweep.scale(50, 200), deadline=None)
 @given(st.text(alphabet=st.sampled_from(list('ab ,."\u201d:said he told ')), max_size=400))
 def test_statement_span_is_within_the_text(text: str) -> None:
     for bare in (True, False):

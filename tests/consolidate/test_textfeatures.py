@@ -58,7 +58,7 @@ _WORDS = st.sampled_from(["Deploy", "deploy", "the", "U.S.", "and", "al-Qaida", 
 _MARKS = st.sampled_from([" ", " ", " ", ". ", ", ", "; ", "\n", ": ", " - ", "! "])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sweep.scale(50, 200), deadline=None)
 @given(st.lists(st.tuples(_WORDS, _MARKS), min_size=1, max_size=14))
 def test_words_do_not_depend_on_what_the_caches_hold(parts: list[tuple[str, str]]) -> None:
     text = "".join(word + mark for word, mark in parts)
@@ -286,7 +286,7 @@ def _identifiers_reference(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep.scale(75, 300), deadline=None)
 @given(st.lists(st.tuples(_CODE_BITS, _NEGATION_GAPS), min_size=1, max_size=10))
 def test_identifiers_from_the_word_tables_are_the_words_own(parts: list[tuple[str, str]]) -> None:
     text = "".join(bit + gap for bit, gap in parts)
@@ -360,7 +360,7 @@ def test_a_lower_case_word_takes_the_short_way() -> None:
 _OLD_SENTENCE_SPLIT = re.compile(r"[.!?;:\n]+(?:\s+|$)")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep.scale(75, 300), deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab .!?;:\n\t\u00a0,")), max_size=40))
 def test_the_sentence_split_is_the_old_patterns(text: str) -> None:
     assert order._SENTENCE_SPLIT_RE.split(text) == _OLD_SENTENCE_SPLIT.split(text)

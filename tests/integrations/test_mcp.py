@@ -7,18 +7,21 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.conftest import NOW, add, assert_invariants, load
 from tests.recall.helpers import fold
 
+if TYPE_CHECKING:
+    from mcp.client.stdio import StdioServerParameters
+
 
 def _params(store: Path) -> StdioServerParameters:
+    from mcp.client.stdio import StdioServerParameters
+
     env = {**os.environ, "MEMCLI_NOW": NOW}
     return StdioServerParameters(command=sys.executable, args=["-m", "memcli", "--store", str(store), "mcp"],
                                  env=env, cwd=str(store))
@@ -32,6 +35,11 @@ def _payload(result: Any) -> Any:
 
 
 async def _session(store: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    # the SDK's client is imported here, not with the module: importing `mcp` takes over a
+    # second of CPU, which every worker would pay at collection for the few tests below
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
     out: list[Any] = []
     async with stdio_client(_params(store)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

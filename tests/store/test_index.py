@@ -17,6 +17,7 @@ from memcli.consolidate import engine, merging, pairsearch, similar
 from memcli.store import index, journal, opsfiles
 from memcli.store.model import parse_ts
 from memcli.store.store import STAMP_AGE_NS, Store
+from tests import sweep
 from tests.conftest import NOW, add, assert_invariants, days_ago, write_memory
 
 MOMENT = parse_ts(NOW)[0]
@@ -39,7 +40,7 @@ files = st.tuples(ids, st.sampled_from(["json", "md", "@run_1.json", "@run_2.md"
     lambda t: (t[0], t[0] + (t[1] if t[1].startswith("@") else "." + t[1])))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=sweep.scale(37, 150), deadline=None)
 @given(before=st.dictionaries(files.map(lambda t: t[1]), ids, max_size=12),
        changes=st.dictionaries(files.map(lambda t: t[1]), st.integers(0, 50) | st.none(), max_size=6))
 def test_splice_writes_what_a_full_rewrite_writes(tmp_path_factory: pytest.TempPathFactory,

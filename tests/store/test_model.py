@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memcli.store import model
+from tests import sweep
 from tests.conftest import record
 
 
@@ -126,7 +127,7 @@ def test_unparsable_files_give_a_reason(raw: bytes, fmt: str, reason: str) -> No
 _text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=sweep.scale(15, 60), deadline=None)
 @given(tags=st.lists(_text.filter(str.strip), max_size=4), summary=_text,
        extra=st.dictionaries(st.from_regex(r"[a-z]{1,8}", fullmatch=True), st.integers(-2**63, 2**63 - 1) | _text, max_size=3))
 def test_json_round_trip_property(tags: list[str], summary: str, extra: dict[str, object]) -> None:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from memcli.errors import LockTimeoutError, NoStoreError
 from memcli.store import fsops, index
 from memcli.store.store import Store, discover, init_store, is_store
+from tests import sweep
 from tests.conftest import add, assert_invariants, record, write_memory
 
 
@@ -438,7 +439,7 @@ _ODD_IDS = ["mem_a", "mem_B-9_x", "mem_" + "z" * 64, "mem_" + "z" * 65, "mem_", 
 _ODD_FACTS = [0, 3, -1, True, None, "2", 1.0, [], ["x"], ["x", 1], [["x"]], {}]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep.scale(75, 300), deadline=None)
 @given(st.lists(st.sampled_from(_ODD_IDS), max_size=6))
 def test_checking_a_folders_ids_at_once_passes_only_valid_ids(ids: list[object]) -> None:
     from memcli.store.entries import ids_ok as _ids_ok
