@@ -259,3 +259,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return not hasattr(module, "fake_anthropic"), item.get_closest_marker("slow") is None
 
     items.sort(key=order)
+
+
+def record_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the memory files a run reads through the index's lazy path
+    (`Store._read_record`), in order, filled in as it reads them."""
+    from memcli.store.store import Store
+
+    names: list[str] = []
+    original = Store._read_record
+
+    def spy(self: Store, folder: Any, name: str, *more: Any) -> Any:
+        names.append(name)
+        return original(self, folder, name, *more)
+
+    monkeypatch.setattr(Store, "_read_record", spy)
+    return names

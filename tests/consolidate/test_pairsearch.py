@@ -18,7 +18,7 @@ from rapidfuzz import fuzz
 from memcli.consolidate import engine, merging, pairsearch, rules, similar
 from memcli.store.store import Store
 from tests import sweep
-from tests.conftest import add
+from tests.conftest import add, record_reads
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -522,14 +522,7 @@ def test_a_dry_run_reads_no_memory_whose_length_pairs_with_none_of_its_block(
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\n")
     pair, loners = _length_block(root, size)
     reindex(Store(root))
-    read: list[str] = []
-    original = Store._read_record
-
-    def spy(self: Store, folder: Any, name: str, *more: Any) -> Any:
-        read.append(name)
-        return original(self, folder, name, *more)
-
-    monkeypatch.setattr(Store, "_read_record", spy)
+    read = record_reads(monkeypatch)
     found = _merged(root)
     assert found == [{m["id"] for m in pair}]
     assert not {f"{m['id']}.json" for m in loners} & set(read) and len(read) >= size - 2

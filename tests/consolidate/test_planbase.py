@@ -16,7 +16,7 @@ from memcli.consolidate.plantypes import RunOptions
 from memcli.store.memories import reindex
 from memcli.store.model import decode, encode, now
 from memcli.store.store import Store
-from tests.conftest import add, days_ago
+from tests.conftest import add, days_ago, record_reads
 
 DUP = "Deploy to staging before production and watch the dashboards for errors"
 
@@ -31,26 +31,13 @@ def _stale_store(root: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return stale, kept
 
 
-def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the files a run reads through the index's lazy path."""
-    names: list[str] = []
-    original = Store._read_record
-
-    def spy(self: Store, folder: Any, name: str, *size: Any) -> Any:
-        names.append(name)
-        return original(self, folder, name, *size)
-
-    monkeypatch.setattr(Store, "_read_record", spy)
-    return names
-
-
 def _ops(actions: list[Any]) -> list[tuple[str, str, str | None]]:
     return [(op.kind, op.path, op.expect) for a in actions for op in a.ops]
 
 
 def test_a_bare_dry_run_does_not_read_what_it_would_archive(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stale, kept = _stale_store(store)
-    reads = _reads(monkeypatch)
+    reads = record_reads(monkeypatch)
     out = engine.consolidate(Store(store), dry_run=True)
     archived = {a["memory_id"] for a in out.actions if a["type"] == "archive"}
     assert archived == {m["id"] for m in stale}
@@ -72,7 +59,7 @@ def test_plan_out_and_a_real_run_carry_the_archive_records(store: Path, tmp_path
     assert record["archive_reason"] == "stale" and record["archive_run_id"] == full.plan.run_id
     assert record["content"] == next(m for m in stale if m["id"] == record["id"])["content"]
     # --plan-out: the file holds every record's bytes; a real run archives them whole
-    reads = _reads(monkeypatch)
+    reads = record_reads(monkeypatch)
     plan_file = tmp_path / "plan.json"
     dry = engine.consolidate(Store(store), dry_run=True, plan_out=plan_file)
     assert {f"{m['id']}.json" for m in stale} <= set(reads)
