@@ -211,13 +211,28 @@ def own_peak_kb() -> float:
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KB on Linux
 
 
+def children_cpu() -> float:
+    """CPU seconds of this process's ended children: the pair search's worker processes
+    (`memcli.consolidate.parallel`), so that a phase's CPU counts the work of every core."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def workers_peak_kb() -> float:
+    """The most private memory a pair-search worker of this process held (KB; 0 when none
+    ran): added to the phase's own peak, an upper bound of the two together (they need not
+    peak at once)."""
+    module = sys.modules.get("memcli.consolidate.parallel")
+    return float(getattr(module, "workers_peak_kb", 0))
+
+
 def phase_main(phase: str, store: Path) -> int:
     """Child entry point: run one phase, print its figures as one JSON line."""
     preload(phase)
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu = time.perf_counter(), time.process_time() + children_cpu()
     figures = PHASES[phase](store)
-    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-    peak_kb = own_peak_kb()
+    elapsed, cpu = time.perf_counter() - started, time.process_time() + children_cpu() - cpu
+    peak_kb = own_peak_kb() + workers_peak_kb()
     print(json.dumps({"phase": phase, "seconds": elapsed, "cpu_s": cpu, "peak_mb": peak_kb / 1024,
                       **figures}))
     return 0

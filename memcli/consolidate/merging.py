@@ -10,11 +10,28 @@ from memcli.consolidate.groups import MergeGroups
 from memcli.consolidate.pairsearch import BlockTexts
 from memcli.consolidate.plantypes import DISCOVERY_FLOOR, Live
 from memcli.consolidate.similar import second_look, similar_pairs
-from memcli.store.model import Action
+from memcli.store.model import VANISHED, Action
+
+Verdicts = dict[tuple[int, int], tuple[str, str, "str | None"]]  # (keeper, older) -> their hashes, verdict
+Found = tuple[dict[tuple[int, int], float], Verdicts, list[int]]  # pairs, verdicts, members gone bad
+
+
+def block_work(block: list[Live]) -> float:
+    """An estimate of a block's pair search, for sharing blocks out: its texts' lengths (from
+    the index entries; a guess for a memory read from its file) and a cost per member."""
+    from memcli.consolidate.parallel import PER_MEMBER
+
+    total = 0
+    for item in block:
+        length = item.mem.cached_text_len()
+        total += (1000 if length is None else length) + PER_MEMBER
+    return float(total)
 
 
 class DuplicateMerging(MergeGroups):
     """Merges duplicates block by block."""
+
+    _verdicts: Verdicts = {}  # the block being merged: guard verdicts found ahead
 
     # ------------------------------------------------------------ 3.1 merge duplicates
 
@@ -33,27 +50,39 @@ class DuplicateMerging(MergeGroups):
                 else:
                     found.append(item)
         newest_first = attrgetter("key")
-        for position, key in enumerate(sorted(blocks)):
+        keys = sorted(blocks)
+        if self.opts.trigger != "session_end":
+            for key in keys:
+                blocks[key].sort(key=newest_first, reverse=True)
+            ahead = self._search_ahead([blocks[key] for key in keys])
+        for position, key in enumerate(keys):
             self._progress("comparing", position, len(blocks))
             block = blocks[key]
-            if self.opts.trigger == "session_end" and not any(i.changed for i in block):
-                continue
-            self._merge_block(sorted(block, key=newest_first, reverse=True))
+            if self.opts.trigger == "session_end":
+                if not any(i.changed for i in block):
+                    continue
+                self._merge_block(sorted(block, key=newest_first, reverse=True))
+            else:
+                self._merge_block(block, ahead.pop(position, None))
         if self.opts.judge is not None:
             self._judge_grey()
 
-    def _merge_block(self, block: list[Live]) -> None:
+    def _merge_block(self, block: list[Live], ahead: Found | None = None) -> None:
+        """Rule 3.1 over one block (sorted newest first). `ahead`: its pairs and guard verdicts,
+        found beforehand (:meth:`_search_ahead`, perhaps by a worker process)."""
         texts = BlockTexts(block)
         focus = [n for n, i in enumerate(block) if i.changed] if self.opts.trigger == "session_end" else None
-        floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
-        if focus is None:
-            pairs = self._block_pairs(block, texts, floor)
+        self._verdicts = {}
+        if ahead is not None:
+            pairs, self._verdicts = self._adopt(block, ahead)
+        elif focus is None:
+            pairs = self._searched(block, texts)
         else:
+            floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
             sigs, lengths = self._large_block(block, texts)
             pairs = similar_pairs(texts, self.cfg.scorer, self.cfg.content_similarity, focus=focus,
                                   floor=floor, sigs=sigs, lengths=lengths, near=self._near())
-        second_look(texts, pairs, self.cfg.scorer, self.cfg.content_similarity, floor,
-                    plain=lambda n: self._features(block[n]).plain, keep_above=self._learned_floor())
+            self._second_look(block, texts, pairs, floor)
         semantic = self._semantic_pairs(block, texts, pairs, focus)
         older: dict[int, list[int]] = {}  # keeper index -> older indices it resembles, newest first
         for i, j in sorted(pairs.keys() | semantic.keys()):
@@ -73,6 +102,75 @@ class DuplicateMerging(MergeGroups):
         # held those of all four at once (about 100 MB), with its records still loaded.
         self.features.clear()
 
+    # ------------------------------------------------------------ pair search ahead, on every core
+
+    def _search_ahead(self, blocks: list[list[Live]]) -> dict[int, Found]:
+        """(A full run's folder.) The pairs and guard verdicts of the folder's blocks found
+        before any is merged, shared out over the cores (:mod:`memcli.consolidate.parallel`)
+        when the folder has work enough; {} (each block searched as it is merged) otherwise.
+        Exact: a block's pairs and verdicts depend on its members' files alone, and the
+        verdicts are used only while both memories are as they were found (:meth:`_known_guard`).
+        A dry run only: a real run's pair search also fills the caches it leaves behind."""
+        if self.opts.warm_caches or self.vectors is not None or len(blocks) < 2:
+            return {}
+        from memcli.consolidate import parallel
+
+        count = parallel.jobs()
+        if count < 2:
+            return {}
+        costs = [block_work(block) for block in blocks]
+        if sum(costs) < parallel.MIN_WORK or not parallel.may_fork():
+            return {}
+        self._pair_cache_of(blocks[0][0].folder)  # loaded once, before the fork (workers read it)
+        self._folder_sigs(blocks[0][0].folder)
+        split = parallel.shares(costs, min(count, len(blocks)))
+        return parallel.run_shares(lambda share: {n: self._search_block(blocks[n]) for n in share}, split)
+
+    def _search_block(self, block: list[Live]) -> Found:
+        """A block's similar pairs (as :meth:`_searched`), the guards' verdicts on every pair
+        the duplicate rule would then guard (a few more than it may: a member taken by a newer
+        keeper is not guarded again), and the members whose files went bad when read."""
+        texts = BlockTexts(block)
+        pairs = self._searched(block, texts)
+        verdicts: dict[tuple[int, int], tuple[str, str, str | None]] = {}
+        if self.cfg.guards:
+            for (k, m), score in sorted(pairs.items()):
+                keeper, older = block[k], block[m]
+                if rules.is_duplicate_pair(keeper.mem, older.mem, self._text_score(block, texts, k, m, score),
+                                           self.cfg):
+                    verdicts[(k, m)] = (keeper.mem.content_hash, older.mem.content_hash,
+                                        self._guard(older, keeper))
+        self.features.clear()
+        return pairs, verdicts, [n for n, item in enumerate(block) if item.mem.content_hash == VANISHED]
+
+    def _searched(self, block: list[Live], texts: BlockTexts) -> dict[tuple[int, int], float]:
+        """A full run's similar pairs of a block, second looks taken."""
+        floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
+        pairs = self._block_pairs(block, texts, floor)
+        self._second_look(block, texts, pairs, floor)
+        return pairs
+
+    def _second_look(self, block: list[Live], texts: BlockTexts, pairs: dict[tuple[int, int], float],
+                     floor: float | None) -> None:
+        second_look(texts, pairs, self.cfg.scorer, self.cfg.content_similarity, floor,
+                    plain=lambda n: self._features(block[n]).plain, keep_above=self._learned_floor())
+
+    def _adopt(self, block: list[Live], found: Found) -> tuple[dict[tuple[int, int], float], Verdicts]:
+        """A block's pairs and verdicts found ahead. A member whose file a worker found bad is
+        read here too, so that it is planned as gone, as a serial run plans it."""
+        pairs, verdicts, went_bad = found
+        for n in went_bad:
+            block[n].mem.content  # noqa: B018 (read: the memory settles as its file is now)
+        return pairs, verdicts
+
+    def _known_guard(self, older: Live, keeper: Live, k: int, m: int) -> str | None:
+        """The guards' verdict on a pair: found ahead while both memories are as they were then,
+        else found now."""
+        known = self._verdicts.get((k, m))
+        if known is not None and known[0] == keeper.mem.content_hash and known[1] == older.mem.content_hash:
+            return known[2]
+        return self._guard(older, keeper)
+
     def _members(self, block: list[Live], k: int, candidates: list[int], pairs: dict[tuple[int, int], float],
                  assigned: set[int], semantic: dict[tuple[int, int], float],
                  texts: BlockTexts) -> list[tuple[Live, float]]:
@@ -91,7 +189,7 @@ class DuplicateMerging(MergeGroups):
                 score = pairs[(k, m)] = rules.similarity(
                     rules.content_text(keeper.mem.content), rules.content_text(block[m].mem.content),
                     self.cfg.scorer)
-            guard = self._guard(block[m], keeper) if self.cfg.guards else None
+            guard = self._known_guard(block[m], keeper, k, m) if self.cfg.guards else None
             if guard:
                 self._keep_apart(block[m], keeper, guard, score)
                 if self.opts.judge is not None:

@@ -18,6 +18,7 @@ from memcli.consolidate.similar import (
     tag_filter,
 )
 from memcli.store import index
+from memcli.store.store import Folder
 
 
 class BlockTexts(Sequence[str]):
@@ -121,9 +122,7 @@ class PairSearch(FolderLoading):
         not change is thus not compared again, whatever its size."""
         folder = block[0].folder
         params = self._pair_params(floor)
-        if folder.rel not in self.pair_caches:
-            self.pair_caches[folder.rel] = index.load_pairs(folder.cache(), params)
-        cache = self.pair_caches[folder.rel]
+        cache = self._pair_cache_of(folder)
         hashes = [item.mem.content_hash for item in block]
         position = {h: n for n, h in enumerate(hashes)}
         usable = cache is not None and len(position) == len(hashes)  # equal files: compare them all
@@ -153,6 +152,13 @@ class PairSearch(FolderLoading):
         fresh.covered.update(hashes)
         fresh.pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in found.items())
         return found
+
+    def _pair_cache_of(self, folder: Folder) -> Any:
+        """The folder's pair cache (index.PairCache, or None), loaded once."""
+        if folder.rel not in self.pair_caches:
+            floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
+            self.pair_caches[folder.rel] = index.load_pairs(folder.cache(), self._pair_params(floor))
+        return self.pair_caches[folder.rel]
 
     def _large_block(self, block: list[Live], texts: BlockTexts,
                      allowed: PairFilter | None = None) -> tuple[list[bytes] | None, list[int] | None]:

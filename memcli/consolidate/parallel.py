@@ -1,0 +1,191 @@
+"""Work split over the machine's cores: pieces of a folder's pair search run in forked worker
+processes while the parent does its own share, and the parent puts the results together.
+
+A worker is a fork of the planner as it stands (its folder loaded), so it needs nothing sent
+to it; it reads, signs and scores its share of the blocks, and sends back only the pairs found
+and the guards' verdicts (pickled, through a pipe). It writes nothing: not the store, not a
+cache, not a log (it leaves with `os._exit`, so not even the parent's buffered output is written
+twice). Whatever goes wrong with a worker (no fork here, a fork refused, a worker that dies or
+sends something unreadable) costs only time: the parent does that share itself, as a serial run
+would, and the result is the same.
+
+Serial whenever forking is not worth it or not safe: one core, `MEMCLI_JOBS=1`, too little work
+(:data:`MIN_WORK`), another thread running in the process (a fork copies one thread: a lock
+another holds would never be released in the child), or no `os.fork` at all."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+JOBS_ENV = "MEMCLI_JOBS"
+MAX_JOBS = 4  # beyond a few cores, a folder's blocks are too uneven to share out well
+# The estimated work (characters of text, plus `PER_MEMBER` a memory) below which a folder is
+# searched serially: a fork of the planner, its pages copied as they are touched, and the
+# results pickled back cost about as much as searching this much text (measured: see README).
+MIN_WORK = 2_000_000
+PER_MEMBER = 200
+
+
+def jobs() -> int:
+    """How many processes may share a folder's pair search: `MEMCLI_JOBS` when set to a
+    positive number (1: serial), else the cores this process may run on, at most
+    :data:`MAX_JOBS`; 1 where processes cannot be forked."""
+    if not hasattr(os, "fork"):
+        return 1
+    wanted = os.environ.get(JOBS_ENV, "").strip()
+    if wanted:
+        try:
+            return max(1, min(int(wanted), MAX_JOBS * 4))
+        except ValueError:
+            pass  # (not a number: the default, as for an unset variable)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_JOBS))
+
+
+def may_fork() -> bool:
+    """Whether this process may fork workers now: only one thread runs in it."""
+    return threading.active_count() == 1
+
+
+def shares(costs: Sequence[float], count: int) -> list[list[int]]:
+    """The positions of `costs` split into `count` shares of about equal total cost: the
+    costliest first, each to the share with least so far (ties: the lower share). Share 0 is
+    the parent's. Each share's positions in ascending order; the split depends on the costs
+    alone, never on timing."""
+    loads = [0.0] * count
+    out: list[list[int]] = [[] for _ in range(count)]
+    for n in sorted(range(len(costs)), key=lambda n: (-costs[n], n)):
+        least = min(range(count), key=lambda s: (loads[s], s))
+        loads[least] += costs[n]
+        out[least].append(n)
+    return [sorted(share) for share in out]
+
+
+def run_shares(work: Callable[[list[int]], dict[int, Any]], split: list[list[int]]) -> dict[int, Any]:
+    """`work(share)` for every share of `split`: the first in this process, each other in a
+    forked worker when one can be started, else here as well. Returns the union of the results
+    (each a dict by position). A worker that fails or dies has its share done here: the result
+    never depends on whether workers ran."""
+    started: list[tuple[int, int, list[int]]] = []  # (pid, read end, share)
+    done: dict[int, Any] = {}
+    try:
+        for share in split[1:]:
+            if share:
+                child = _start(work, share)
+                if child is None:
+                    done.update(work(share))
+                else:
+                    started.append((child[0], child[1], share))
+        done.update(work(split[0]))
+        while started:
+            pid, fd, share = started.pop(0)
+            found = _collect(pid, fd)
+            done.update(work(share) if found is None else found)
+    finally:
+        for pid, fd, _ in started:  # (the parent's own share failed: the workers are not waited for)
+            _stop(pid, fd)
+    return done
+
+
+def _start(work: Callable[[list[int]], dict[int, Any]], share: list[int]) -> tuple[int, int] | None:
+    """A worker doing `share`, as (pid, the read end of its pipe); None when none can be forked."""
+    try:
+        read, write = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:  # (a process limit, no memory, a sandbox that refuses it)
+        os.close(read)
+        os.close(write)
+        return None
+    if pid == 0:  # the worker: never returns
+        code = 1
+        try:
+            os.close(read)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # (Ctrl-C: the parent reports it)
+            found = work(share)
+            data = pickle.dumps((found, _private_kb()), protocol=pickle.HIGHEST_PROTOCOL)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write, view):]
+            code = 0
+        except BaseException:  # noqa: BLE001 (a worker never reports: the parent does its share)
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def _collect(pid: int, fd: int) -> dict[int, Any] | None:
+    """What worker `pid` sent, once it has ended; None when it failed or died (the parent then
+    does its share)."""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError:
+        chunks = []
+    finally:
+        os.close(fd)
+    status = _reap(pid)
+    if status != 0 or not chunks:
+        return None
+    try:
+        found, private_kb = pickle.loads(b"".join(chunks))
+    except Exception:  # noqa: BLE001 (cut short: done again here)
+        return None
+    global workers_peak_kb
+    workers_peak_kb = max(workers_peak_kb, private_kb)
+    return found if isinstance(found, dict) else None
+
+
+# The most memory a worker of this process held of its own (KB): pages it wrote, its copies of
+# the parent's included, shared ones not (`Private_*` of /proc's smaps_rollup, when it ended).
+# A worker's memory is not in the parent's peak (VmHWM); `bench/run.py` adds this to it.
+workers_peak_kb = 0
+
+
+def _private_kb() -> int:
+    """This process's private memory now, in KB (0 where /proc does not say)."""
+    try:
+        with open("/proc/self/smaps_rollup", "rb") as f:
+            text = f.read()
+    except OSError:
+        return 0
+    total = 0
+    for line in text.splitlines():
+        if line.startswith((b"Private_Clean:", b"Private_Dirty:")):
+            total += int(line.split()[1])
+    return total
+
+
+def _reap(pid: int) -> int:
+    """The worker's exit status (0: it sent all it found); -1 when it cannot be known."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return -1
+    return os.waitstatus_to_exitcode(status)
+
+
+def _stop(pid: int, fd: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    _reap(pid)
+

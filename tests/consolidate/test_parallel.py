@@ -1,0 +1,200 @@
+"""Pair search on several cores (`memcli.consolidate.parallel`): the same plans as a serial
+run, serial where it does not pay or cannot be done, and a worker's failure costs only time."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memcli.consolidate import engine, merging, parallel
+from memcli.store import memories
+from memcli.store.model import VANISHED
+from memcli.store.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import generate  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+
+
+def _pids(share: list[int]) -> dict[int, int]:
+    return {n: os.getpid() for n in share}
+
+
+def _no_children_left() -> bool:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+# ---------------------------------------------------------------- the switch and the split
+
+
+def test_jobs_follow_the_setting_the_cores_and_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.delenv(parallel.JOBS_ENV, raising=False)
+    assert parallel.jobs() == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert parallel.jobs() == parallel.MAX_JOBS  # capped
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert parallel.jobs() == 1  # one core: serial
+    for value, expected in (("1", 1), ("0", 1), ("-3", 1), ("3", 3), ("many", 1), (" 2 ", 2)):
+        monkeypatch.setenv(parallel.JOBS_ENV, value)
+        assert parallel.jobs() == expected, value
+    monkeypatch.setenv(parallel.JOBS_ENV, "2")
+    monkeypatch.delattr(os, "fork")
+    assert parallel.jobs() == 1  # no fork on this system
+
+
+def test_a_thread_running_keeps_the_search_serial() -> None:
+    assert parallel.may_fork()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not parallel.may_fork()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_shares_split_by_cost_and_depend_on_the_costs_alone() -> None:
+    costs = [5.0, 1.0, 4.0, 4.0, 2.0]
+    split = parallel.shares(costs, 2)
+    assert sorted(n for share in split for n in share) == list(range(5))
+    assert [sum(costs[n] for n in share) for share in split] == [8.0, 8.0]
+    assert split == parallel.shares(costs, 2) and all(share == sorted(share) for share in split)
+    assert parallel.shares(costs, 1) == [[0, 1, 2, 3, 4]]
+    assert parallel.shares([1.0], 3) == [[0], [], []]  # more shares than work: some empty
+
+
+# ---------------------------------------------------------------- running the shares
+
+
+def test_workers_do_their_shares_in_other_processes() -> None:
+    found = parallel.run_shares(_pids, [[0, 2], [1], [3]])
+    assert sorted(found) == [0, 1, 2, 3]
+    assert found[0] == found[2] == os.getpid()
+    assert found[1] != os.getpid() and found[3] != os.getpid() and found[1] != found[3]
+    assert _no_children_left()
+
+
+@pytest.mark.parametrize("how", ["exit", "kill", "raise", "garbage"])
+def test_a_worker_that_fails_has_its_share_done_by_the_parent(how: str,
+                                                              capfd: pytest.CaptureFixture[str]) -> None:
+    parent = os.getpid()
+
+    def work(share: list[int]) -> dict[int, Any]:
+        if os.getpid() != parent:
+            if how == "exit":
+                os._exit(3)
+            if how == "kill":
+                os.kill(os.getpid(), 9)
+            if how == "raise":
+                raise RuntimeError("worker broke")
+            return "not a dict"  # type: ignore[return-value]
+        return _pids(share)
+
+    found = parallel.run_shares(work, [[0], [1, 2]])
+    assert found == {0: parent, 1: parent, 2: parent}
+    assert _no_children_left()
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err and "worker broke" not in out + err
+
+
+def test_no_fork_means_the_parent_does_every_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse() -> int:
+        raise PermissionError("fork refused by the sandbox")
+
+    monkeypatch.setattr(os, "fork", refuse)
+    assert parallel.run_shares(_pids, [[0], [1]]) == {0: os.getpid(), 1: os.getpid()}
+
+
+def test_the_parents_own_failure_stops_the_workers_and_is_raised() -> None:
+    parent = os.getpid()
+
+    def work(share: list[int]) -> dict[int, Any]:
+        if os.getpid() == parent:
+            raise KeyboardInterrupt
+        threading.Event().wait(30)  # (a worker still busy: it is stopped, not waited for)
+        return {}
+
+    with pytest.raises(KeyboardInterrupt):
+        parallel.run_shares(work, [[0], [1]])
+    assert _no_children_left()
+
+
+# ---------------------------------------------------------------- plans
+
+
+def _plan(root: Path) -> str:
+    """A dry run's outcome as JSON, but for its timings."""
+    out = engine.consolidate(Store(root), dry_run=True).to_json()
+    out["stats"] = {k: v for k, v in out["stats"].items() if not k.endswith("_ms")}
+    return json.dumps(out, sort_keys=True, default=str)
+
+
+@pytest.mark.slow
+def test_plans_are_the_same_on_several_cores_as_on_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store of few large blocks (every folder shared out, whatever its size) with a file
+    gone bad since it was indexed: the same actions and problems with workers, serial, and
+    with every worker dying; nothing written under the store by a dry run either way."""
+    root = tmp_path / "s"
+    planted = generate.generate(root, 1200, shape="huge", dup_share=0.08)
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    memories.reindex(Store(root))
+    files = [root / "agent" / "agent0" / f"{a}.json" for pair in planted for a in pair]
+    files = [path for path in files if path.exists()]  # (memories of a planted pair: pair search reads them)
+    stat = files[0].stat()
+    files[0].write_bytes(b"{" + b" " * (stat.st_size - 1))  # same size and mtime: planned from its entry
+    os.utime(files[0], ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    files[9].write_text("{not json")  # changed since indexed: read and reported by the scan
+    monkeypatch.setattr(parallel, "MIN_WORK", 0)
+    monkeypatch.setenv(parallel.JOBS_ENV, "1")
+    serial = _plan(root)
+    assert '"merge"' in serial and files[9].name in serial
+    monkeypatch.setenv(parallel.JOBS_ENV, "2")
+    searched: list[int] = []
+    real = merging.DuplicateMerging._search_ahead
+
+    def spy(self: Any, blocks: Any) -> Any:
+        found = real(self, blocks)
+        searched.append(len(found))
+        return found
+
+    adopted: list[int] = []
+    real_adopt = merging.DuplicateMerging._adopt
+
+    def adopt(self: Any, block: Any, found: Any) -> Any:
+        out = real_adopt(self, block, found)
+        adopted.extend(n for n in found[2] if block[n].mem.content_hash == VANISHED)  # as if read here
+        return out
+
+    monkeypatch.setattr(merging.DuplicateMerging, "_search_ahead", spy)
+    monkeypatch.setattr(merging.DuplicateMerging, "_adopt", adopt)
+    before = sorted(str(p) for p in root.rglob("*"))
+    assert _plan(root) == serial
+    assert sum(searched) > 0  # (the blocks were found ahead, by the workers too)
+    assert len(adopted) == 1  # the file gone bad, read by pair search (by a worker or here)
+    parent = os.getpid()
+    real_block = merging.DuplicateMerging._search_block
+
+    def dies(self: Any, block: Any) -> Any:
+        if os.getpid() != parent:
+            os._exit(9)
+        return real_block(self, block)
+
+    monkeypatch.setattr(merging.DuplicateMerging, "_search_block", dies)
+    assert _plan(root) == serial
+    assert sorted(str(p) for p in root.rglob("*")) == before
