@@ -3,6 +3,8 @@ guards, and the grey-zone pairs that go to the LLM."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Collection
 from operator import attrgetter
 
 from memcli.consolidate import rules
@@ -16,15 +18,18 @@ Verdicts = dict[tuple[int, int], tuple[str, str, "str | None"]]  # (keeper, olde
 Found = tuple[dict[tuple[int, int], float], Verdicts, list[int]]  # pairs, verdicts, members gone bad
 
 
-def block_work(block: list[Live]) -> float:
-    """An estimate of a block's pair search, for sharing blocks out: its texts' lengths (from
-    the index entries; a guess for a memory read from its file) and a cost per member."""
+def block_work(block: list[Live], covered: Collection[str] = ()) -> float:
+    """An estimate of a block's pair search, for sharing blocks out: the lengths of the texts
+    to compare (from the index entries; a guess for a memory read from its file) and a cost
+    per member; none for the members the folder's pair cache `covered` already compared
+    (a block all of whose members it covers is not compared at all)."""
     from memcli.consolidate.parallel import PER_MEMBER
 
     total = 0
     for item in block:
-        length = item.mem.cached_text_len()
-        total += (1000 if length is None else length) + PER_MEMBER
+        if item.mem.content_hash not in covered:
+            length = item.mem.cached_text_len()
+            total += (1000 if length is None else length) + PER_MEMBER
     return float(total)
 
 
@@ -118,13 +123,25 @@ class DuplicateMerging(MergeGroups):
         count = parallel.jobs()
         if count < 2:
             return {}
-        costs = [block_work(block) for block in blocks]
-        if sum(costs) < parallel.MIN_WORK or not parallel.may_fork():
+        cache = self._pair_cache_of(blocks[0][0].folder)  # (loaded before a fork: workers read it)
+        covered = cache.covered if cache is not None else frozenset()
+        costs = [block_work(block, covered) for block in blocks]
+        if not any(costs) or sum(costs) < parallel.MIN_WORK or not parallel.may_fork():
             return {}
-        self._pair_cache_of(blocks[0][0].folder)  # loaded once, before the fork (workers read it)
         self._folder_sigs(blocks[0][0].folder)
         split = parallel.shares(costs, min(count, len(blocks)))
-        return parallel.run_shares(lambda share: {n: self._search_block(blocks[n]) for n in share}, split)
+        parent = os.getpid()
+
+        def search(share: list[int]) -> dict[int, Found]:
+            found: dict[int, Found] = {}
+            for n in share:
+                found[n] = self._search_block(blocks[n])
+                if os.getpid() != parent:  # a worker: the records it read serve no one now
+                    for item in blocks[n]:
+                        item.mem.forget()
+            return found
+
+        return parallel.run_shares(search, split)
 
     def _search_block(self, block: list[Live]) -> Found:
         """A block's similar pairs (as :meth:`_searched`), the guards' verdicts on every pair

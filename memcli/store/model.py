@@ -219,6 +219,12 @@ class Memory:
             self._settle(confirm(self, self._data))  # type: ignore[arg-type]
         return self._data  # type: ignore[return-value]
 
+    def forget(self) -> None:
+        """Let go of the record read (a worker process done with it), when it can be read
+        again if asked for: a memory planned from its index entry whose file was fine."""
+        if self._load is not None and self.content_hash != VANISHED:
+            self._data = None
+
     def _fetch(self) -> None:
         self._settle(self._load(self) if self._load is not None else None)
 

@@ -198,3 +198,24 @@ def test_plans_are_the_same_on_several_cores_as_on_one(tmp_path: Path, monkeypat
     monkeypatch.setattr(merging.DuplicateMerging, "_search_block", dies)
     assert _plan(root) == serial
     assert sorted(str(p) for p in root.rglob("*")) == before
+
+
+def test_a_folder_its_caches_cover_or_a_real_run_is_searched_serially(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """No worker where there is nothing to compare (a steady-state dry run: the pair cache
+    covers every member) or where the search fills caches (a real run)."""
+    root = tmp_path / "s"
+    generate.generate(root, 300, shape="huge", dup_share=0.08)
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    monkeypatch.setattr(parallel, "MIN_WORK", 0)
+    monkeypatch.setenv(parallel.JOBS_ENV, "2")
+    forks: list[int] = []
+    real = parallel.run_shares
+    monkeypatch.setattr(parallel, "run_shares", lambda work, split: forks.append(len(split)) or real(work, split))
+    _plan(root)
+    assert forks  # (a cold dry run: shared out)
+    forks.clear()
+    engine.consolidate(Store(root))
+    assert forks == []
+    _plan(root)
+    assert forks == []
