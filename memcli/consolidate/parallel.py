@@ -9,9 +9,10 @@ twice). Whatever goes wrong with a worker (no fork here, a fork refused, a worke
 sends something unreadable) costs only time: the parent does that share itself, as a serial run
 would, and the result is the same.
 
-Serial whenever forking is not worth it or not safe: one core, `MEMCLI_JOBS=1`, too little work
-(:data:`MIN_WORK`), another thread running in the process (a fork copies one thread: a lock
-another holds would never be released in the child), or no `os.fork` at all."""
+Serial whenever forking is not worth it or not safe: one core, or no core left idle by other
+work (unless `MEMCLI_JOBS` asks for more), `MEMCLI_JOBS=1`, too little work (:data:`MIN_WORK`),
+another thread running in the process (a fork copies one thread: a lock another holds would
+never be released in the child), or no `os.fork` at all."""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ PER_MEMBER = 200
 
 def jobs() -> int:
     """How many processes may share a folder's pair search: `MEMCLI_JOBS` when set to a
-    positive number (1: serial), else the cores this process may run on, at most
-    :data:`MAX_JOBS`; 1 where processes cannot be forked."""
+    positive number (1: serial), else the cores this process may run on that other work is
+    not already using (at most :data:`MAX_JOBS`); 1 where processes cannot be forked."""
     if not hasattr(os, "fork"):
         return 1
     wanted = os.environ.get(JOBS_ENV, "").strip()
@@ -47,7 +48,18 @@ def jobs() -> int:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_JOBS))
+    return max(1, min(cores - busy_cores(), MAX_JOBS))
+
+
+def busy_cores() -> int:
+    """Cores other processes keep busy, from the 1-minute load average (this run itself
+    counts for one): on a machine whose cores are all taken, a worker only competes for
+    them, and the forks' copied pages make the run slower (measured: `bench/RESULTS.md`)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0
+    return max(0, round(load - 1.0))
 
 
 def may_fork() -> bool:

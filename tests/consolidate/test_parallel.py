@@ -61,8 +61,17 @@ def _all_reaped(pids: list[int]) -> bool:
 
 def test_jobs_follow_the_setting_the_cores_and_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.2, 0.0, 0.0))  # this run alone
     monkeypatch.delenv(parallel.JOBS_ENV, raising=False)
     assert parallel.jobs() == 2
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))  # a core taken by other work
+    assert parallel.jobs() == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.0, 0.0, 0.0))
+    assert parallel.jobs() == 1
+    monkeypatch.setenv(parallel.JOBS_ENV, "2")  # asked for: whatever the load
+    assert parallel.jobs() == 2
+    monkeypatch.delenv(parallel.JOBS_ENV)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.3, 0.0, 0.0))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert parallel.jobs() == parallel.MAX_JOBS  # capped
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
