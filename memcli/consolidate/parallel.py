@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +32,8 @@ MAX_JOBS = 4  # beyond a few cores, a folder's blocks are too uneven to share ou
 # results pickled back cost about as much as searching this much text (measured: see README).
 MIN_WORK = 2_000_000
 PER_MEMBER = 200
+WAIT_MIN_S = 30.0  # how long a worker may take at least, and at most this times the parent's share
+WAIT_FACTOR = 20.0
 
 
 def jobs() -> int:
@@ -96,10 +100,16 @@ def run_shares(work: Callable[[list[int]], dict[int, Any]], split: list[list[int
                     done.update(work(share))
                 else:
                     started.append((child[0], child[1], share))
+        began = time.monotonic()
         done.update(work(split[0]))
+        # a worker is given as long as the parent's own share took, many times over: one
+        # that is still at it after that (stopped by the machine, stuck on a lock a thread
+        # held at the fork) is stopped, and its share done here
+        deadline = time.monotonic() + max(WAIT_MIN_S, WAIT_FACTOR * (time.monotonic() - began))
         while started:
-            pid, fd, share = started.pop(0)
-            found = _collect(pid, fd)
+            pid, fd, share = started[0]
+            found = _collect(pid, fd, deadline)
+            started.pop(0)
             done.update(work(share) if found is None else found)
     finally:
         for pid, fd, _ in started:  # (the parent's own share failed: the workers are not waited for)
@@ -138,17 +148,23 @@ def _start(work: Callable[[list[int]], dict[int, Any]], share: list[int]) -> tup
     return pid, read
 
 
-def _collect(pid: int, fd: int) -> dict[int, Any] | None:
-    """What worker `pid` sent, once it has ended; None when it failed or died (the parent then
-    does its share)."""
+def _collect(pid: int, fd: int, deadline: float) -> dict[int, Any] | None:
+    """What worker `pid` sent, once it has ended; None when it failed, died or was still at
+    work at `deadline` (then stopped; the parent does its share)."""
     chunks: list[bytes] = []
     try:
-        while chunk := os.read(fd, 1 << 20):
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                _stop(pid, fd)
+                return None
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
             chunks.append(chunk)
     except OSError:
         chunks = []
-    finally:
-        os.close(fd)
+    os.close(fd)
     status = _reap(pid)
     if status != 0 or not chunks:
         return None

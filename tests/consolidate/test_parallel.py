@@ -117,10 +117,12 @@ def test_workers_do_their_shares_in_other_processes(forked: list[int]) -> None:
     assert _all_reaped(forked)
 
 
-@pytest.mark.parametrize("how", ["exit", "kill", "raise", "garbage"])
+@pytest.mark.parametrize("how", ["exit", "kill", "raise", "garbage", "hang"])
 def test_a_worker_that_fails_has_its_share_done_by_the_parent(how: str, forked: list[int],
-                                                              capfd: pytest.CaptureFixture[str]) -> None:
+                                                              capfd: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     parent = os.getpid()
+    monkeypatch.setattr(parallel, "WAIT_MIN_S", 0.3)  # (a worker stuck: stopped after this)
 
     def work(share: list[int]) -> dict[int, Any]:
         if os.getpid() != parent:
@@ -130,6 +132,8 @@ def test_a_worker_that_fails_has_its_share_done_by_the_parent(how: str, forked: 
                 os.kill(os.getpid(), 9)
             if how == "raise":
                 raise RuntimeError("worker broke")
+            if how == "hang":
+                threading.Event().wait(60)
             return "not a dict"  # type: ignore[return-value]
         return _pids(share)
 
@@ -208,6 +212,8 @@ def test_plans_are_the_same_on_several_cores_as_on_one(tmp_path: Path, monkeypat
         adopted.extend(n for n in found[2] if block[n].mem.content_hash == VANISHED)  # as if read here
         return out
 
+    # (a thread an earlier test of this process left behind would keep the search serial)
+    monkeypatch.setattr(parallel, "may_fork", lambda: True)
     monkeypatch.setattr(merging.DuplicateMerging, "_search_ahead", spy)
     monkeypatch.setattr(merging.DuplicateMerging, "_adopt", adopt)
     before = sorted(str(p) for p in root.rglob("*"))
@@ -235,6 +241,7 @@ def test_a_folder_its_caches_cover_or_a_real_run_is_searched_serially(tmp_path: 
     generate.generate(root, 300, shape="huge", dup_share=0.08)
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
     monkeypatch.setattr(parallel, "MIN_WORK", 0)
+    monkeypatch.setattr(parallel, "may_fork", lambda: True)
     monkeypatch.setenv(parallel.JOBS_ENV, "2")
     forks: list[int] = []
     real = parallel.run_shares
