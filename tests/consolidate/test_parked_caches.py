@@ -82,9 +82,9 @@ def test_a_block_s_text_features_leave_memory_with_it(store: Path, monkeypatch: 
         refs.append(weakref.ref(made))
         return made
 
-    def merge_block(self: merging.DuplicateMerging, block: list[object]) -> None:
+    def merge_block(self: merging.DuplicateMerging, block: list[object], *ahead: object) -> None:
         assert not gc.isenabled()  # (what this test is about)
-        real_block(self, block)  # type: ignore[arg-type]
+        real_block(self, block, *ahead)  # type: ignore[arg-type]
         alive.append(sum(r() is not None for r in refs))
         blocks.append((block[0].folder.rel, block[0].mem.type))  # type: ignore[attr-defined]
 
