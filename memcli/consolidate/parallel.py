@@ -63,7 +63,7 @@ def busy_cores() -> int:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return 0
-    return max(0, round(load - 1.0))
+    return max(0, int(load - 1.0))  # (whole cores: the average lags, a part-time core still helps)
 
 
 def may_fork() -> bool:

@@ -64,7 +64,9 @@ def test_jobs_follow_the_setting_the_cores_and_fork(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(os, "getloadavg", lambda: (1.2, 0.0, 0.0))  # this run alone
     monkeypatch.delenv(parallel.JOBS_ENV, raising=False)
     assert parallel.jobs() == 2
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))  # a core taken by other work
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.9, 0.0, 0.0))  # another task part of the time
+    assert parallel.jobs() == 2
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.1, 0.0, 0.0))  # a core taken by other work
     assert parallel.jobs() == 1
     monkeypatch.setattr(os, "getloadavg", lambda: (7.0, 0.0, 0.0))
     assert parallel.jobs() == 1
