@@ -275,7 +275,10 @@ def _rewrite_tests_once(config: pytest.Config) -> None:
 
         def rewrite_share(share: list[tuple[int, Path, Path]]) -> None:
             for _size, path, pyc in share:
-                source_hash, code = rewrite._rewrite_test(path, config)
+                try:
+                    source_hash, code = rewrite._rewrite_test(path, config)
+                except Exception:  # a syntax error: the workers report it as usual
+                    continue
                 pyc.parent.mkdir(exist_ok=True)
                 rewrite._write_pyc(state, code, source_hash, pyc)
 
