@@ -206,8 +206,9 @@ def pytest_configure(config: pytest.Config) -> None:
     shm = "/dev/shm"
     if os.environ.get("MEMCLI_TEST_TMP") != "disk" and os.path.isdir(shm) and os.access(shm, os.W_OK):
         tempfile.tempdir = shm
-    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
-        _compile_once()
+    if not hasattr(config, "workerinput"):
+        if sys.dont_write_bytecode:
+            _compile_once()
         if getattr(config.option, "numprocesses", None):  # workers to come (not with -n 0)
             _rewrite_tests_once(config)
     _build_the_cli_once()
@@ -252,11 +253,12 @@ def _compile_once() -> None:
 
 
 def _rewrite_tests_once(config: pytest.Config) -> None:
-    """Under PYTHONDONTWRITEBYTECODE pytest rewrites the asserts of every test module again in
-    every worker (each worker collects the whole suite) and keeps nothing: about 7 s of CPU a
-    worker, most of its collection. Its cache (`__pycache__/*.pyc` tagged pytest, keyed by a
-    hash of the source, so never stale) is still read when bytecode is not written, so it is
-    written here, once, before the workers start, split between a process a core; a module
+    """Each worker collects the whole suite, and pytest rewrites the asserts of every test
+    module it has no cache for: about 7 s of CPU a worker, most of its collection. Under
+    PYTHONDONTWRITEBYTECODE it keeps nothing, so every worker of every run pays it; otherwise
+    every worker of a fresh checkout does. Its cache (`__pycache__/*.pyc` tagged pytest, keyed
+    by a hash of the source, so never stale) is read even when bytecode is not written, so it
+    is written here, once, before the workers start, split between a process a core; a module
     cached already is not rewritten. This uses pytest's own rewriting functions: with a pytest
     that has other ones, nothing is cached and each worker rewrites as before."""
     from fnmatch import fnmatch
