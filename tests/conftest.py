@@ -206,8 +206,11 @@ def pytest_configure(config: pytest.Config) -> None:
     shm = "/dev/shm"
     if os.environ.get("MEMCLI_TEST_TMP") != "disk" and os.path.isdir(shm) and os.access(shm, os.W_OK):
         tempfile.tempdir = shm
-    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
-        _compile_once()
+    if not hasattr(config, "workerinput"):
+        if sys.dont_write_bytecode:
+            _compile_once()
+        if getattr(config.option, "numprocesses", None):  # workers to come (not with -n 0)
+            _rewrite_tests_once(config)
     _build_the_cli_once()
 
 
@@ -240,10 +243,63 @@ def _compile_once() -> None:
     in each of them. `compileall` writes the usual `__pycache__` files (ignored by git),
     checked against their sources by Python like any others."""
     import compileall
+    import re
 
     root = Path(__file__).resolve().parents[1]
     for package in ("memcli", "bench"):
         compileall.compile_dir(str(root / package), quiet=2)
+    # the tests' helper modules too (the test modules themselves are pytest's: below)
+    compileall.compile_dir(str(root / "tests"), quiet=2, rx=re.compile(r"(^|/)(test_[^/]*|conftest)\.py$"))
+
+
+def _rewrite_tests_once(config: pytest.Config) -> None:
+    """Each worker collects the whole suite, and pytest rewrites the asserts of every test
+    module it has no cache for: about 7 s of CPU a worker, most of its collection. Under
+    PYTHONDONTWRITEBYTECODE it keeps nothing, so every worker of every run pays it; otherwise
+    every worker of a fresh checkout does. Its cache (`__pycache__/*.pyc` tagged pytest, keyed
+    by a hash of the source, so never stale) is read even when bytecode is not written, so it
+    is written here, once, before the workers start, split between a process a core; a module
+    cached already is not rewritten. This uses pytest's own rewriting functions: with a pytest
+    that has other ones, nothing is cached and each worker rewrites as before."""
+    from fnmatch import fnmatch
+
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        patterns = [*config.getini("python_files"), "conftest.py"]
+        todo = []
+        for path in Path(__file__).resolve().parent.rglob("*.py"):
+            pyc = rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
+            if any(fnmatch(path.name, p) for p in patterns) and rewrite._read_pyc(path, pyc) is None:
+                todo.append((path.stat().st_size, path, pyc))
+        todo.sort(reverse=True)  # the biggest first, dealt in turn: shares of about one size
+
+        def rewrite_share(share: list[tuple[int, Path, Path]]) -> None:
+            for _size, path, pyc in share:
+                try:
+                    source_hash, code = rewrite._rewrite_test(path, config)
+                except Exception:  # a syntax error: the workers report it as usual
+                    continue
+                pyc.parent.mkdir(exist_ok=True)
+                rewrite._write_pyc(state, code, source_hash, pyc)
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        shares = max(1, min(cores, len(todo) // 8))
+        children = []
+        for k in range(1, shares):  # forked before the workers (and any thread) start
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    rewrite_share(todo[k::shares])
+                finally:
+                    os._exit(0)  # a share not written is rewritten by the workers, as before
+            children.append(pid)
+        rewrite_share(todo[0::shares])
+        for pid in children:
+            os.waitpid(pid, 0)
+    except (AttributeError, ImportError, KeyError, TypeError):  # another pytest: workers rewrite
+        return
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

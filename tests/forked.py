@@ -7,7 +7,9 @@ hundreds. A zygote imports memcli once and forks one child per command; the chil
 command's environment, working folder and standard streams, and runs `memcli/__main__.py` as
 `python -m memcli` would. Each child starts from the zygote's state, which has only imported
 modules and never run a command. The variables an interpreter reads once at start-up
-(`PYTHON*`, `LANG`, `LC_*`, `TZ`) get a zygote of their own, started with them.
+(`PYTHON*`, `LANG`, `LC_*`) get a zygote of their own, started with them; `TZ` is set in the
+child (`time.tzset()`, as a fresh interpreter's start-up does: memcli reads the local zone at
+call time, never at import), so a zone of its own costs no zygote (about a second of CPU).
 
 A call whose environment asks for `PYTHONPROFILEIMPORTTIME` is about what a command imports,
 which a zygote has imported already: `run` starts a real interpreter for it. Tests of the
@@ -69,6 +71,7 @@ for line in sys.stdin:
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
+        time.tzset()  # the command's TZ, as an interpreter started with it reads it
         stdin = os.open(req["stdin"], os.O_RDONLY)
         if req["closed_pipe"]:  # a reader that left before the first byte: every write fails
             gone, out = os.pipe()
@@ -123,7 +126,8 @@ for line in sys.stdin:
     channel.flush()
 """
 
-_STARTING = ("PYTHON", "LANG", "LC_", "TZ")  # read once, when an interpreter starts
+# read once, when an interpreter starts (TZ is read again by each child: `time.tzset()`)
+_STARTING = ("PYTHON", "LANG", "LC_")
 _Key = tuple[tuple[str, str], ...]
 _idle: dict[_Key, list[subprocess.Popen[str]]] = {}  # zygotes free for the next command
 _every: list[subprocess.Popen[str]] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -372,7 +373,9 @@ def test_a_capture_killed_at_any_write_is_recovered(store: Path, tmp_path: Path)
     failed = []
     for crash_at in sweep.points(1, k + 1):
         _reset(store)
-        env = {"MEMCLI_NOW": NOW, "MEMCLI_CRASH_AT": str(crash_at), "PATH": "/usr/bin:/bin"}
+        # the interpreter's start-up variables kept: the zygote of every other forked command
+        env = {**{k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "LANG", "LC_"))},
+               "MEMCLI_NOW": NOW, "MEMCLI_CRASH_AT": str(crash_at), "PATH": "/usr/bin:/bin"}
         proc = forked.run(["--store", str(store), "capture", str(path)], env=env, cwd=ROOT, timeout=60)
         if crash_at == k + 1:
             assert proc.returncode == 0, proc.stderr

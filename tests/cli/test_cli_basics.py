@@ -190,8 +190,9 @@ def test_list_show_and_version_start_without_typer(tmp_path: Path, argv: list[st
 def test_the_fast_path_prints_what_typer_prints(tmp_path: Path, argv: list[str]) -> None:
     demo = _demo(tmp_path)
     env = {**os.environ, "MEMCLI_NOW": "2026-11-22T00:00:00Z", "COLUMNS": "80"}
-    fast = subprocess.run([sys.executable, "-m", "memcli", "--store", str(demo), *argv], capture_output=True,
-                          text=True, timeout=60, env=env, cwd=tmp_path)
+    # `python -m memcli`, forked (tests/forked.py): the same entry point and fast path, without an
+    # interpreter start each; what the fast path imports is the start-up tests' above
+    fast = forked.run(["--store", str(demo), *argv], env=env, cwd=tmp_path)
     slow = runner.invoke(app, ["--store", str(demo), *argv], env={"COLUMNS": "80"}, prog_name="memcli")
     assert (fast.returncode, fast.stdout, fast.stderr) == (slow.exit_code, slow.stdout, slow.stderr)
 

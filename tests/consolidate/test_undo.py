@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -170,8 +169,7 @@ def test_undo_refuses_unknown_rolled_back_and_no_change_runs(store: Path) -> Non
 def test_undo_refuses_a_run_that_was_rolled_back(store: Path) -> None:
     add(store, summary="old and never used", access_count=0)
     env = {**os.environ, "MEMCLI_CRASH_AT": "12"}
-    crashed = subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), "consolidate"],
-                             env=env, capture_output=True)
+    crashed = forked.run(["--store", str(store), "consolidate"], env=env)  # `python -m memcli`, forked
     assert crashed.returncode == 70
     run_id = next((store / "ops").glob("journal-*")).stem.removeprefix("journal-")
     code, _, err = run(store, "undo", run_id)  # recovers (rolls back) first, then refuses

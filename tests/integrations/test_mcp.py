@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,17 +14,27 @@ import anyio
 import pytest
 
 from tests.conftest import NOW, add, assert_invariants, load
+from tests.integrations import mcp_forked
 from tests.recall.helpers import fold
 
 if TYPE_CHECKING:
     from mcp.client.stdio import StdioServerParameters
 
 
-def _params(store: Path) -> StdioServerParameters:
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """The command that starts `memcli mcp` forked from a zygote (tests/integrations/mcp_forked.py):
+    for the tests of the tools, which need a server process, not an interpreter's start-up."""
+    with mcp_forked.zygote(tmp_path_factory.mktemp("mcp")) as command:
+        yield command
+
+
+def _params(store: Path, launch: list[str] | None = None) -> StdioServerParameters:
     from mcp.client.stdio import StdioServerParameters
 
     env = {**os.environ, "MEMCLI_NOW": NOW}
-    return StdioServerParameters(command=sys.executable, args=["-m", "memcli", "--store", str(store), "mcp"],
+    command = launch or [sys.executable, "-m", "memcli"]
+    return StdioServerParameters(command=command[0], args=[*command[1:], "--store", str(store), "mcp"],
                                  env=env, cwd=str(store))
 
 
@@ -34,14 +45,14 @@ def _payload(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
-async def _session(store: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+async def _session(store: Path, calls: list[tuple[str, dict[str, Any]]], launch: list[str] | None) -> list[Any]:
     # the SDK's client is imported here, not with the module: importing `mcp` takes over a
     # second of CPU, which every worker would pay at collection for the few tests below
     from mcp.client.session import ClientSession
     from mcp.client.stdio import stdio_client
 
     out: list[Any] = []
-    async with stdio_client(_params(store)) as (read, write), ClientSession(read, write) as session:
+    async with stdio_client(_params(store, launch)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = await session.list_tools()
         out.append(sorted(t.name for t in tools.tools))
@@ -50,11 +61,12 @@ async def _session(store: Path, calls: list[tuple[str, dict[str, Any]]]) -> list
     return out
 
 
-def run(store: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    return anyio.run(_session, store, calls)
+def run(store: Path, calls: list[tuple[str, dict[str, Any]]], launch: list[str] | None = None) -> list[Any]:
+    """The calls in one session of `memcli mcp`: a real interpreter's, or forked with `launch`."""
+    return anyio.run(_session, store, calls, launch)
 
 
-def test_tools_and_a_session(store: Path) -> None:
+def test_tools_and_a_session(store: Path, launch: list[str]) -> None:
     deploy = add(store, summary="Deploy to staging with make deploy-staging", tags=["deploy"], access_count=1)
     add(store, summary="The cafeteria closes at three", tags=["food"])
     names, found, again, shown, bad, empty, remembered = run(store, [
@@ -65,7 +77,7 @@ def test_tools_and_a_session(store: Path) -> None:
         ("recall", {"query": "the of and"}),
         ("remember", {"summary": "Use pnpm, not npm, in the web app", "type": "procedural",
                       "subtype": "tooling", "scope": "agent", "scope_id": "coder", "tags": ["web"]}),
-    ])
+    ], launch)
     assert names == ["forget", "recall", "remember", "show"]
     results = _payload(found)["results"]
     assert results[0]["id"] == deploy["id"] and results[0]["path"].startswith("agent/coder/")
@@ -82,14 +94,14 @@ def test_tools_and_a_session(store: Path) -> None:
     assert_invariants(store)
 
 
-def test_forget_and_bad_arguments(store: Path) -> None:
+def test_forget_and_bad_arguments(store: Path, launch: list[str]) -> None:
     mem = add(store, summary="Old staging host is stage-1.internal", tags=["infra"])
     _names, wrong_type, forgot, gone, twice = run(store, [
         ("recall", {"query": 42}),
         ("forget", {"id": mem["id"], "reason": "host retired"}),
         ("recall", {"query": "staging host"}),
         ("forget", {"id": mem["id"]}),
-    ])
+    ], launch)
     assert wrong_type.is_error
     assert _payload(forgot)["archived"] is True
     archived = load(store / "archive" / f"{mem['id']}.json")
@@ -98,12 +110,12 @@ def test_forget_and_bad_arguments(store: Path) -> None:
     assert twice.is_error and "archived already" in twice.content[0].text
 
 
-def test_remember_bad_type_is_a_tool_error(store: Path) -> None:
+def test_remember_bad_type_is_a_tool_error(store: Path, launch: list[str]) -> None:
     _names, bad, good = run(store, [
         ("remember", {"summary": "x", "type": "gossip", "subtype": "s", "scope": "agent", "scope_id": "coder"}),
         ("remember", {"summary": "Tests need REDIS_URL set", "type": "semantic", "subtype": "fact",
                       "scope": "global"}),
-    ])
+    ], launch)
     assert bad.is_error and "unknown type 'gossip'" in bad.content[0].text
     assert not good.is_error and _payload(good)["action"] == "created"
 
@@ -117,13 +129,13 @@ def test_no_store_fails_before_serving(tmp_path: Path, fmt: str) -> None:
     assert proc.returncode == 1 and "no memory store" in proc.stderr
 
 
-def test_recall_without_agent_searches_every_folder(store: Path) -> None:
+def test_recall_without_agent_searches_every_folder(store: Path, launch: list[str]) -> None:
     """SPEC 10: `recall(query, agent?)` gives results "as above": without an agent, every
     live folder (as `memcli recall` without --agent); with one, that agent's view."""
     coder = add(store, summary="Deploy to staging with make ship-staging", scope_id="coder")
     writer = add(store, summary="Staging deploys wait for the editor's sign-off", scope_id="writer")
     _names, everyone, own = run(store, [("recall", {"query": "staging deploy"}),
-                                        ("recall", {"query": "staging deploy", "agent": "writer"})])
+                                        ("recall", {"query": "staging deploy", "agent": "writer"})], launch)
     assert {r["id"] for r in _payload(everyone)["results"]} == {coder["id"], writer["id"]}
     assert [r["id"] for r in _payload(own)["results"]] == [writer["id"]]
 

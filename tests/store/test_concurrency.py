@@ -17,6 +17,7 @@ import pytest
 
 from memcli.store import doctor, log
 from memcli.store.store import Store
+from tests import forked
 from tests.conftest import add, assert_invariants, ids_everywhere
 
 ADDERS = 4
@@ -105,16 +106,16 @@ def test_a_lock_left_by_a_killed_process_never_blocks_the_next_run(store: Path) 
     add(store, summary="an old unused fact", access_count=0)
     holder = spawn(LOCK_HOLDER, str(store))
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-    memcli = [sys.executable, "-m", "memcli", "--store", str(store)]
+    # the two runs: processes of their own, forked from one that imported memcli (tests/forked.py)
+    memcli = ["--store", str(store)]
     try:
-        blocked = subprocess.run([*memcli, "--wait", "0.5", "consolidate"], capture_output=True, text=True,
-                                 timeout=60)
+        blocked = forked.run([*memcli, "--wait", "0.5", "consolidate"])
         assert blocked.returncode == 75 and "locked by another memcli process" in blocked.stderr
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=10)
     assert (store / "ops" / ".lock").exists()  # the file stays; the OS dropped the lock with the process
     # no wait at all: a lock still held would make this exit 75 at once (no timing involved)
-    result = subprocess.run([*memcli, "--wait", "0", "consolidate"], capture_output=True, text=True, timeout=60)
+    result = forked.run([*memcli, "--wait", "0", "consolidate"])
     assert result.returncode == 0, result.stderr
     assert doctor.diagnose(Store(store)).ok

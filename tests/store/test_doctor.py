@@ -15,6 +15,7 @@ from memcli.cli import app
 from memcli.store import doctor
 from memcli.store.model import encode
 from memcli.store.store import Store
+from tests import forked
 from tests.conftest import add, all_files, assert_invariants, days_ago, record, snapshot, write_memory
 
 runner = CliRunner()
@@ -104,8 +105,7 @@ def test_fix_recovers_a_pending_journal(store: Path) -> None:
     indexed(store)
     before = snapshot(store)
     env = {**os.environ, "MEMCLI_CRASH_AT": "20"}
-    crashed = subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), "consolidate"],
-                             env=env, capture_output=True)
+    crashed = forked.run(["--store", str(store), "consolidate"], env=env)  # `python -m memcli`, forked
     assert crashed.returncode == 70
     code, data = report(store)
     assert code == 1 and "journal_pending" in {c for c, _ in codes(data)}
