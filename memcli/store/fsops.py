@@ -670,6 +670,12 @@ def read_bytes(path: Path, limit: int | None = None, follow: bool = False) -> by
     `follow`, for a file the user may keep elsewhere, like memcli.toml) and without blocking:
     a FIFO or a device is never waited on. Raises NotRegularFileError for anything but a
     regular file, and for one over `limit` bytes; FileNotFoundError as usual."""
+    return read_bytes_stat(path, limit, follow)[0]
+
+
+def read_bytes_stat(path: Path, limit: int | None = None,
+                    follow: bool = False) -> tuple[bytes, os.stat_result]:
+    """`read_bytes`, and the `fstat` of the very file read (its identity: see `indexmark`)."""
     fd = os.open(path, os.O_RDONLY | (0 if follow else _NOFOLLOW) | _NONBLOCK | _CLOEXEC)
     try:
         st = os.fstat(fd)
@@ -680,6 +686,6 @@ def read_bytes(path: Path, limit: int | None = None, follow: bool = False) -> by
         parts = []
         while chunk := os.read(fd, max(st.st_size + 1, 1 << 16)):
             parts.append(chunk)
-        return b"".join(parts)
+        return b"".join(parts), st
     finally:
         os.close(fd)
