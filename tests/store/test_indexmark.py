@@ -145,3 +145,39 @@ def test_no_mark_for_a_small_index_or_a_folder_not_where_its_scope_says(tmp_path
     archive.mkdir()
     index.save(archive, index.build("archive", "archive", [_entry(1)], MOMENT))
     assert (tmp_path / "store" / ".cache" / "folders" / "archive" / indexmark.MARK_NAME).exists()
+
+
+def test_session_end_passes_with_every_index_marked_leave_what_a_rebuild_gives(
+        store: Path, monkeypatch: pytest.MonkeyPatch, counted: list[int | None]) -> None:
+    """Through real runs: the full run marks the indices it saves, each session-end pass
+    splices with the marks' counts and marks its own indices; every index stays what a
+    rebuild from the files gives."""
+    from memcli.consolidate import engine
+    from memcli.store.store import Store
+    from tests.conftest import add, assert_invariants, days_ago
+
+    monkeypatch.setattr(indexmark, "MARK_FROM", 1)
+    dup = "Restart the payments worker after every config change to the staging cluster"
+    add(store, summary=dup, created_at=days_ago(40))
+    for n in range(30):
+        add(store, summary=f"fact number {n} about the {n * 7} servers in rack {n % 5}")
+    add(store, summary="never used", access_count=0, tags=["old"])  # archived: archive/ gets an index
+    engine.consolidate(Store(store))
+    for rel in ("agent/coder", "archive"):
+        st = os.lstat(store / rel / index.INDEX_NAME)
+        assert indexmark.known_count(store / rel, *(rel.split("/") if "/" in rel else (rel, rel)), st) is not None
+    for word in ("again", "today"):
+        add(store, summary=f"{dup} {word}", created_at=days_ago(10))
+        add(store, summary=f"a hand-written note that stays {word}", created_at=days_ago(9))
+        counted.clear()
+        out = engine.consolidate(Store(store), trigger="session_end")
+        assert "merge" in [a["type"] for a in out.actions]  # (archive/ is spliced too)
+        assert counted and None not in counted  # every splice took its count from a mark
+        assert_invariants(store)
+        for rel in ("agent/coder", "archive"):
+            saved = orjson.loads((store / rel / index.INDEX_NAME).read_bytes())
+            s = Store(store)
+            folder = s.folder_by_rel(rel)
+            assert folder is not None
+            assert saved["entries"] == s.scan(folder, load=True).entries, rel
+            assert saved["entry_count"] == len(saved["entries"])
