@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from memcli.store import fsops
+from memcli.store import fsops, indexmark
 from memcli.store.model import Memory, format_ts
 
 INDEX_NAME = "_index.json"
@@ -103,7 +103,10 @@ def build(scope: str, scope_id: str, entries: list[dict[str, Any]], moment: dt.d
 def save(folder: Path, index: dict[str, Any]) -> None:
     # Compact: a 10,000-entry index loads in ~60 ms this way, a third more when indented.
     # the newline by orjson: one copy of the bytes, not two (a 35,000-entry index is 28 MB)
-    fsops.write_replace(folder / INDEX_NAME, orjson.dumps(index, option=orjson.OPT_APPEND_NEWLINE))
+    raw = orjson.dumps(index, option=orjson.OPT_APPEND_NEWLINE)
+    fsops.write_replace(folder / INDEX_NAME, raw)
+    indexmark.remember(folder, str(index.get("scope")), str(index.get("scope_id")), len(raw),
+                       len(index["entries"]))
 
 
 def same_entries(index: dict[str, Any] | None, entries: list[dict[str, Any]]) -> bool:
@@ -132,17 +135,19 @@ def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
     """Replace the entries of `files` (names) with `update(name, old entry or None)`, None
     meaning "no entry". False, with nothing written, when the index could not be spliced."""
     try:
-        raw = fsops.read_bytes(folder / INDEX_NAME)
+        raw, st = fsops.read_bytes_stat(folder / INDEX_NAME)
     except OSError:
         return False
-    entries = _Entries.of(raw)
+    known = indexmark.known_count(folder, scope, scope_id, st)  # spares counting a large index
+    entries = (_Entries.of(raw, known) if known is not None else None) or _Entries.of(raw)
     if entries is None:
         return False
     try:
         units, count = _spliced(entries, update, files)
     except ValueError:  # entries not in the layout `save` writes after all
         return False
-    _write_spliced(folder, scope, scope_id, moment, units, count)
+    size = _write_spliced(folder, scope, scope_id, moment, units, count)
+    indexmark.remember(folder, scope, scope_id, size, count)
     return True
 
 
@@ -189,11 +194,12 @@ class _Entries:
         self.raw, self.first, self.end, self.count = raw, first, end, count
 
     @classmethod
-    def of(cls, raw: bytes) -> _Entries | None:
+    def of(cls, raw: bytes, known: int | None = None) -> _Entries | None:
         """The entries of an index in the layout `save` writes (compact, entries last, each
         starting with its id and file); None for any other layout. The entries are taken to
         be sorted, as `save` and `splice` leave them: an index edited by hand into another
-        order is only as wrong after a splice as before it (doctor reports it)."""
+        order is only as wrong after a splice as before it (doctor reports it). `known`:
+        how many entries these very bytes hold (`indexmark`), not counted again."""
         at = raw.find(_ENTRIES_KEY)
         if at < 0 or not raw.endswith(b"]}\n"):
             return None
@@ -202,7 +208,8 @@ class _Entries:
         except ValueError:
             return None
         first, end = at + len(_ENTRIES_KEY), len(raw) - 3
-        count = raw.count(_ENTRY_START, first, end)  # (inside a JSON string, its quotes are escaped)
+        # (inside a JSON string, its quotes are escaped)
+        count = raw.count(_ENTRY_START, first, end) if known is None else known
         if header.get("version") != INDEX_VERSION or header.get("entry_count") != count or (
                 count and not raw.startswith(_ENTRY_START, first)) or (not count and first != end):
             return None
@@ -257,12 +264,15 @@ class _Entries:
 
 
 def _write_spliced(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
-                   units: list[bytes | memoryview], count: int) -> None:
+                   units: list[bytes | memoryview], count: int) -> int:
+    """Write the spliced index; returns its size in bytes."""
     header = orjson.dumps({"version": INDEX_VERSION, "scope": scope, "scope_id": scope_id,
                            "entry_count": count, "updated_at": format_ts(moment)})
     # written as pieces: the unchanged runs are slices of a 5-10 MB index, and joining them
     # (then adding head and tail) copied the whole index three times over
-    fsops.write_replace(folder / INDEX_NAME, _pieces(header[:-1] + _ENTRIES_KEY, units, b"]}\n"))
+    head = header[:-1] + _ENTRIES_KEY
+    fsops.write_replace(folder / INDEX_NAME, _pieces(head, units, b"]}\n"))
+    return len(head) + sum(map(len, units)) + max(len(units) - 1, 0) + 3
 
 
 def _pieces(head: bytes, units: list[bytes | memoryview], tail: bytes) -> Iterator[bytes | memoryview]:

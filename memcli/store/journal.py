@@ -167,12 +167,14 @@ def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str],
                 done += 1
                 if progress is not None and done % 32 == 0:
                     progress("applying", done, total)
+        # the manifest, last of the changes' batch: durable at its barriers, with them, rather
+        # than two fsyncs of its own after them (it is known before any change is made)
+        applied.manifest = _manifest(store, plan.run_id, before, seen, batch)
         batch.commit()
     finally:
         batch.discard()
     if progress is not None:
         progress("applying", done, total)
-    applied.manifest = _manifest(store, plan.run_id, before, seen)
     return applied
 
 
@@ -220,14 +222,15 @@ def _pre_image(store: Store, run_id: str, rel: str, batch: fsops.Staged) -> None
 
 
 def _manifest(store: Store, run_id: str, before: dict[str, str | None],
-              seen: dict[str, str | None]) -> list[dict[str, Any]]:
+              seen: dict[str, str | None], batch: fsops.Staged) -> list[dict[str, Any]]:
+    """Stage the run's manifest (what undo reads) in the changes' batch."""
     files = [{"path": rel, "sha256_before": before[rel], "sha256_after": seen[rel],
               "pre_image": f"archive/runs/{run_id}/{rel}" if before[rel] else None}
              for rel in before]
     if files:
         target = run_dir(store, run_id) / "manifest.json"
-        fsops.ensure_parent(target)
-        fsops.write_new(target, orjson.dumps({"run_id": run_id, "files": files},
+        batch.ensure_parent(target)
+        batch.write_new(target, orjson.dumps({"run_id": run_id, "files": files},
                                              option=orjson.OPT_INDENT_2))
     return files
 

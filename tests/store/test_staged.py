@@ -148,7 +148,7 @@ def test_one_barrier_syncs_the_replaced_files_once_at_its_end(root: Path, monkey
         assert synced == []  # in place already (atomic: tmp and rename), not yet durable
         assert (folder / "x.json").read_bytes() == b"3" and (folder / "y.json").read_bytes() == b"2"
     assert fsops.change_count() - start == 6  # the same changes as three plain writes: the same crash points
-    assert synced == [str(folder / "x.json"), str(folder / "y.json"), str(folder)]
+    assert sorted(synced) == [str(folder), str(folder / "x.json"), str(folder / "y.json")]  # (side by side)
     synced.clear()
     fsops.write_replace(folder / "z.json", b"4")  # outside: durable at once, as ever
     assert len(synced) == 2
@@ -265,3 +265,90 @@ def test_ensure_parent_of_a_batch_syncs_the_folders_it_made_with_the_batch(
             root / "archive" / "runs" / "r1" / "agent"]
     assert {str(p) for p in made} <= set(synced)  # each new name durable with the batch
     assert str(target.parent) in synced and target.read_bytes() == b"m"
+
+
+def test_fsync_together_syncs_every_descriptor_once_side_by_side(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each descriptor synced once, before it returns, on several threads at once (the file
+    system then commits them together); a single one on the caller's own thread."""
+    import threading
+
+    folder = root / "agent" / "a"
+    fds = []
+    for n in range(12):
+        (folder / f"{n}.json").write_bytes(b"x")
+        fds.append(os.open(folder / f"{n}.json", os.O_RDONLY))
+    synced: list[tuple[int, int]] = []
+    real_fsync = os.fsync
+    meet = threading.Barrier(2, timeout=10)  # the first two fsyncs must be in flight together
+
+    lock = threading.Lock()
+
+    def fsync(fd: int) -> None:
+        with lock:
+            synced.append((fd, threading.get_ident()))
+            first_two = len(synced) <= 2
+        if first_two:
+            meet.wait()  # (BrokenBarrierError after 10 s if they ran one after the other)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    try:
+        fsops.fsync_together(fds)
+        assert sorted(fd for fd, _ in synced) == sorted(fds)
+        assert len({thread for _, thread in synced[:2]}) == 2  # not one after the other on one thread
+        monkeypatch.setattr(os, "fsync", lambda fd: synced.append((fd, threading.get_ident())) or real_fsync(fd))
+        synced.clear()
+        fsops.fsync_together(fds[:1])
+        assert synced == [(fds[0], threading.get_ident())]
+        synced.clear()
+        fsops.fsync_together([])
+        assert synced == []
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_fsync_together_raises_the_first_error_after_every_fsync(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = root / "agent" / "a"
+    fds = []
+    for n in range(5):
+        (folder / f"{n}.json").write_bytes(b"x")
+        fds.append(os.open(folder / f"{n}.json", os.O_RDONLY))
+    synced: list[int] = []
+    bad = fds[2]
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        if fd == bad:
+            raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    try:
+        with pytest.raises(OSError, match="Input/output"):
+            fsops.fsync_together(fds)
+        assert sorted(synced) == sorted(fds)  # the others were still synced
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_fsync_together_without_threads_does_them_itself(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = root / "agent" / "a"
+    fds = []
+    for n in range(3):
+        (folder / f"{n}.json").write_bytes(b"x")
+        fds.append(os.open(folder / f"{n}.json", os.O_RDONLY))
+
+    def no_thread(*_args: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(fsops._thread, "start_new_thread", no_thread)
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    try:
+        fsops.fsync_together(fds)
+        assert sorted(synced) == sorted(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
