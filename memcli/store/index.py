@@ -86,12 +86,95 @@ def load(folder: Path) -> dict[str, Any] | None:
         raw = fsops.read_bytes(path)  # never a link, never a FIFO (an OSError)
     except FileNotFoundError:
         return None
-    data = orjson.loads(raw)  # orjson.JSONDecodeError is a ValueError
+    data = parsed(raw)  # orjson.JSONDecodeError is a ValueError
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise ValueError("not an index (no 'entries' list)")
     if not all([type(e) is dict for e in data["entries"]]):
         raise ValueError("not an index (an entry that is not an object)")
     return data
+
+
+# A large index is parsed a batch of entries at a time: orjson builds a whole document before
+# it makes one Python object, which for a 56,000-entry index (37 MB) held 80 MB above the
+# entries themselves, and a run's peak memory is set there (and again when its apply reads the
+# index back). Below this size the whole parse costs nothing worth saving.
+BATCH_FROM = 1 << 20
+BATCH_BYTES = 1 << 19  # about 700 entries a batch
+# Values that repeat from entry to entry (a folder's few types, subtypes, tags and authors):
+# one string object each for the whole index, not one per entry.
+_REPEATED = ("type", "subtype", "priority", "created_by")
+
+
+def parsed(raw: bytes) -> Any:
+    """`orjson.loads(raw)` of an index, with the same result (or the same error): an index
+    in the layout `save` writes (compact, entries last) and over `BATCH_FROM` bytes is parsed
+    by batches of whole entries, anything else whole. The values that repeat across entries
+    (`_REPEATED`, tags, an `updated_at` equal to `created_at`) are then one object each."""
+    data = _by_batches(raw) if len(raw) >= BATCH_FROM else None
+    if data is None:
+        data = orjson.loads(raw)
+        if isinstance(data, dict) and isinstance(data.get("entries"), list):
+            _share_repeated(data["entries"], {})
+    return data
+
+
+def _by_batches(raw: bytes) -> dict[str, Any] | None:
+    """The index of `raw` parsed header first, then its entries a batch at a time, each batch
+    cut just before a `,{"id":"` (outside any string in valid JSON: a quote inside one is
+    escaped). Every batch parsing as an array means the whole is valid JSON and the same
+    entries, in order; None when any part does not parse (the caller then parses it whole,
+    which gives the error, or the same value, as before)."""
+    at = raw.find(_ENTRIES_KEY)
+    if at < 0 or not raw.endswith(b"]}\n"):
+        return None
+    try:
+        header = orjson.loads(raw[:at] + b"}")
+    except ValueError:
+        return None
+    if not isinstance(header, dict):
+        return None
+    first, end = at + len(_ENTRIES_KEY), len(raw) - 3
+    view = memoryview(raw)
+    entries: list[Any] = []
+    shared: dict[str, str] = {}
+    start = first
+    while start < end:
+        cut = raw.find(_BATCH_CUT, min(start + BATCH_BYTES, end), end)
+        stop = end if cut < 0 else cut
+        batch = bytearray(stop - start + 2)  # `[`, the entries, `]`: one copy of them
+        batch[0], batch[-1] = 0x5B, 0x5D
+        batch[1:-1] = view[start:stop]
+        try:
+            part = orjson.loads(batch)
+        except ValueError:
+            return None
+        if not isinstance(part, list):
+            return None
+        _share_repeated(part, shared)
+        entries += part
+        start = stop + 1  # past the comma
+    header["entries"] = entries  # (a key `entries` earlier in the header: the last one wins, as whole)
+    return header
+
+
+def _share_repeated(entries: list[Any], shared: dict[str, str]) -> None:
+    """Make equal repeated values of the entries one object (`shared`: value -> the object)."""
+    intern = shared.setdefault
+    for entry in entries:
+        if type(entry) is not dict:
+            continue
+        for key in _REPEATED:
+            value = entry.get(key)
+            if type(value) is str:
+                entry[key] = intern(value, value)
+        tags = entry.get("tags")
+        if type(tags) is list:
+            for n, tag in enumerate(tags):
+                if type(tag) is str:
+                    tags[n] = intern(tag, tag)
+        created = entry.get("created_at")
+        if type(created) is str and entry.get("updated_at") == created:
+            entry["updated_at"] = created
 
 
 def build(scope: str, scope_id: str, entries: list[dict[str, Any]], moment: dt.datetime) -> dict[str, Any]:
@@ -124,6 +207,7 @@ def same_entries(index: dict[str, Any] | None, entries: list[dict[str, Any]]) ->
 _ENTRY_HEAD = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)"')  # how `entry_for` starts an entry
 _ENTRY_START = b'{"id":"'  # found at memchr speed
 _ENTRIES_KEY = b',"entries":['
+_BATCH_CUT = b"," + _ENTRY_START  # where a batch of entries may end (see `_by_batches`)
 
 
 def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
@@ -414,8 +498,16 @@ def save_sigs(folder: Path, sigs: dict[str, bytes]) -> None:
     if not sigs:
         return
     width = len(next(iter(sigs.values())))
-    rows = b"".join(bytes.fromhex(h) + s for h, s in sorted(sigs.items()) if len(s) == width)
-    fsops.write_replace(folder / SIG_NAME, _SIG_MAGIC + width.to_bytes(2, "little") + rows)
+    fsops.write_replace(folder / SIG_NAME, _sig_rows(sigs, width))
+
+
+def _sig_rows(sigs: dict[str, bytes], width: int) -> Iterator[bytes]:
+    """The cache file's bytes in pieces of a few hundred rows: a folder of 56,000 memories
+    made a list of every row and then their join (50 MB above the signatures themselves)."""
+    yield _SIG_MAGIC + width.to_bytes(2, "little")
+    keys = sorted(sigs)
+    for at in range(0, len(keys), 512):
+        yield b"".join([bytes.fromhex(h) + sig for h in keys[at:at + 512] if len(sig := sigs[h]) == width])
 
 
 def add_sigs(folder: Path, sigs: dict[str, bytes]) -> None:
