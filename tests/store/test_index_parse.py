@@ -45,7 +45,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("count", [0, 1, 2, 3, 40])
 def test_a_batched_parse_is_the_whole_parse(small_batches: None, count: int) -> None:
     raw = saved([entry(n) for n in range(count)])
-    batched = index._by_batches(raw)
+    batched = index._by_batches([raw[:100], raw[100:]])
     assert batched is not None  # (the layout `save` writes: parsed by batches)
     assert batched == orjson.loads(raw) == index.parsed(raw)
     assert list(batched) == list(orjson.loads(raw))  # the header's keys in the same order
@@ -156,3 +156,27 @@ def test_save_sigs_writes_the_rows_sorted_in_one_width(tmp_path: Path) -> None:
     rows = b"".join(bytes.fromhex(h) + s for h, s in sorted(sigs.items()) if len(s) == 16)
     assert (tmp_path / index.SIG_NAME).read_bytes() == b"MCSG2" + (16).to_bytes(2, "little") + rows
     assert index.load_sigs(tmp_path).loaded() == {h: s for h, s in sigs.items() if len(s) == 16}
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 12, 13, 64, 333, 100_000])
+def test_loading_a_large_index_in_chunks_of_any_size_gives_the_whole_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """Read a chunk at a time: cuts and the entries key straddle the chunks' edges."""
+    monkeypatch.setattr(index, "BATCH_FROM", 0)
+    monkeypatch.setattr(index, "BATCH_BYTES", chunk)
+    raw = saved([entry(n, odd=[{"id": "x", "file": "y"}] * (n % 3)) for n in range(25)])
+    (tmp_path / index.INDEX_NAME).write_bytes(raw)
+    assert index.load(tmp_path) == orjson.loads(raw)
+
+
+@pytest.mark.parametrize("count", [0, 1, 999, 1000, 1001, 2500])
+def test_a_large_index_saved_in_pieces_is_the_whole_dump(tmp_path: Path, count: int) -> None:
+    built = index.build("team", "t\u00e9am", [entry(n) for n in range(count)], MOMENT)
+    index.save(tmp_path, built)
+    assert (tmp_path / index.INDEX_NAME).read_bytes() == orjson.dumps(built) + b"\n"
+    odd = {"entries": built["entries"], "version": 1}  # entries not last: written whole
+    index.save(tmp_path, odd)
+    assert (tmp_path / index.INDEX_NAME).read_bytes() == orjson.dumps(odd) + b"\n"
+    alone = {"entries": built["entries"]}
+    index.save(tmp_path, alone)
+    assert (tmp_path / index.INDEX_NAME).read_bytes() == orjson.dumps(alone) + b"\n"
