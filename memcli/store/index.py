@@ -57,12 +57,28 @@ def entry_for(mem: Memory, old: dict[str, Any] | None = None, archive: bool = Fa
         entry["archived_at"] = mem.data["archived_at"]  # a live record marked archived takes part in no rule
     if archive:
         entry.update({key: mem.data.get(field) for key, field in _ARCHIVE_FIELDS.items()})
+        _intern_values(entry, _ARCHIVE_FIELDS)
+    # values repeated from entry to entry, one object each (a run's apply indexes the tens of
+    # thousands of memories it archived, every one with the same stamp, reason and run id)
+    _intern_values(entry, _REPEATED)
+    for n, tag in enumerate(entry["tags"] if type(entry["tags"]) is list else ()):
+        if type(tag) is str:
+            entry["tags"][n] = sys.intern(tag)
+    if entry["updated_at"] == entry["created_at"]:
+        entry["updated_at"] = entry["created_at"]
     if old:
         if "run_hash" in old:
             entry["run_hash"] = old["run_hash"]
         if old.get("content_hash") == mem.content_hash:
             entry.update({k: old[k] for k in _HASH_BOUND if k in old})
     return entry
+
+
+def _intern_values(entry: dict[str, Any], keys: Iterable[str]) -> None:
+    for key in keys:
+        value = entry.get(key)
+        if type(value) is str:
+            entry[key] = sys.intern(value)
 
 
 def _content_text(content: dict[str, Any]) -> str:

@@ -180,3 +180,17 @@ def test_a_large_index_saved_in_pieces_is_the_whole_dump(tmp_path: Path, count: 
     alone = {"entries": built["entries"]}
     index.save(tmp_path, alone)
     assert (tmp_path / index.INDEX_NAME).read_bytes() == orjson.dumps(alone) + b"\n"
+
+
+def test_entries_made_from_files_share_their_repeated_values(store: Path) -> None:
+    for n in range(3):
+        add(store, summary=f"Deploy with the blue-green switch, step {n}", tags=["deploy", "ops"])
+    s = Store.open(str(store))
+    folder = next(f for f in s.memory_folders() if f.rel == "agent/coder")
+    mems = [s.read_memory(folder.path / name, folder) for name in s.memory_names(folder)]
+    made = [index.entry_for(m) for m in mems]
+    for key in ("type", "subtype", "priority", "created_by"):
+        assert len({id(e[key]) for e in made}) == 1 and made[0][key] == mems[0].data[key]
+    assert len({id(e["tags"][1]) for e in made}) == 1 and made[0]["tags"] == ["deploy", "ops"]
+    archived = [index.entry_for(m, archive=True) for m in mems]
+    assert [e["run_id"] for e in archived] == [m.data.get("archive_run_id") for m in mems]
