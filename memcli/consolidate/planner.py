@@ -8,6 +8,7 @@ import gc
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 from memcli.consolidate import rules, runid
 from memcli.consolidate.laterrules import LaterRules
@@ -132,6 +133,7 @@ class Planner(LaterRules):
                 counts[reason] = counts.get(reason, 0) + count
 
     def _release(self, folder: Folder) -> None:
+        large = len(self._all_loaded) >= TRIM_FROM
         self._count_protected()
         self._sign_rewritten()
         self._cover_rewritten()
@@ -142,6 +144,9 @@ class Planner(LaterRules):
         self._all_loaded.clear()
         self._protection.clear()
         self._lists = {}
+        if large:
+            give_back_freed()
+
 
     # ------------------------------------------------------------ 3.5 limits
 
@@ -162,3 +167,25 @@ class Planner(LaterRules):
                 used += len(action.touches)
                 kept.append(action)
         self.plan.actions = kept
+
+
+# A folder of this many memories leaves tens of MB of freed heap behind (see `give_back_freed`).
+TRIM_FROM = 10_000
+_trim: Any = None
+
+
+def give_back_freed() -> None:
+    """Return the heap a large folder's planning freed to the system. glibc's malloc keeps
+    freed blocks for reuse (a folder's index entries and records are larger than pymalloc's
+    blocks), so the memory the largest folder needed stayed resident through the rest of the
+    run and its apply, which then peaked above it. Where there is no glibc, nothing happens."""
+    global _trim
+    if _trim is None:
+        try:
+            import ctypes
+
+            _trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _trim = False
+    if _trim:
+        _trim(0)

@@ -82,7 +82,10 @@ class FileReading:
         read_record = self._read_record  # (bound once: a cold pass loads thousands)
 
         def load(mem: Memory) -> dict[str, Any] | None:
-            return read_record(folder, mem.name, mem.size, files)  # (the size its entry and lstat agree on)
+            record = read_record(folder, mem.name, mem.size, files)  # (the size its entry and lstat agree on)
+            if record is not None:
+                share_facts(record, mem, folder)
+            return record
 
         def confirm(mem: Memory, record: dict[str, Any]) -> dict[str, Any] | None:
             return self._whole_record(folder, mem.name, record)
@@ -237,6 +240,32 @@ class FileReading:
             return None
         finally:
             os.close(fd)
+
+
+# Record fields an index entry caches as they are (`index.entry_for`): equal in both, one object.
+_CACHED_AS_IS = ("type", "subtype", "tags", "priority", "created_by", "created_at", "updated_at",
+                 "last_accessed", "supersedes", "superseded_by")
+
+
+def share_facts(record: dict[str, Any], mem: Memory, folder: Folder) -> None:
+    """Let `record`, read for a memory planned from its index entry, hold the entry's own
+    objects where their values are equal (and of the same type), and the folder's scope: a
+    run holds both the entry and the record of nearly every memory of the folder it plans,
+    and the copies were a third of the record (50 MB in a folder of 56,000 memories). The
+    record's values are unchanged; rules copy a record before changing it (`rules`)."""
+    facts = mem.facts
+    for key in _CACHED_AS_IS:
+        value = record.get(key)
+        if value is not None:
+            fact = facts.get(key)
+            if type(fact) is type(value) and fact == value:
+                record[key] = fact
+    if record.get("id") == mem.id:
+        record["id"] = mem.id
+    if record.get("scope") == folder.scope:
+        record["scope"] = folder.scope
+    if record.get("scope_id") == folder.scope_id:
+        record["scope_id"] = folder.scope_id
 
 
 class FolderFiles:
