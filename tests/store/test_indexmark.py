@@ -181,3 +181,18 @@ def test_session_end_passes_with_every_index_marked_leave_what_a_rebuild_gives(
             assert folder is not None
             assert saved["entries"] == s.scan(folder, load=True).entries, rel
             assert saved["entry_count"] == len(saved["entries"])
+
+
+def test_an_index_saved_in_pieces_is_marked_with_its_size_and_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: list[int | None]) -> None:
+    """An index past `index.SAVE_BATCH` entries is written a batch at a time: its mark still
+    names the file written, with every entry counted, and a splice takes the count from it."""
+    monkeypatch.setattr(indexmark, "MARK_FROM", 1)
+    monkeypatch.setattr(index, "SAVE_BATCH", 7)
+    folder = tmp_path / "store" / "agent" / "coder"
+    folder.mkdir(parents=True)
+    index.save(folder, index.build("agent", "coder", [_entry(n) for n in range(0, 80, 2)], MOMENT))
+    st = os.lstat(folder / index.INDEX_NAME)
+    assert orjson.loads(_mark(folder).read_bytes()) == {"index": indexmark.identity(st), "count": 40}
+    _splice_and_check(folder, tmp_path)
+    assert counted == [40]
