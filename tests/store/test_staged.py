@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -267,20 +268,29 @@ def test_ensure_parent_of_a_batch_syncs_the_folders_it_made_with_the_batch(
     assert str(target.parent) in synced and target.read_bytes() == b"m"
 
 
+@contextlib.contextmanager
+def _opened(root: Path, count: int) -> Iterator[list[int]]:
+    """`count` small files in `agent/a`, open for reading (closed after)."""
+    folder = root / "agent" / "a"
+    fds = []
+    try:
+        for n in range(count):
+            (folder / f"{n}.json").write_bytes(b"x")
+            fds.append(os.open(folder / f"{n}.json", os.O_RDONLY))
+        yield fds
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def test_fsync_together_syncs_every_descriptor_once_side_by_side(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each descriptor synced once, before it returns, on several threads at once (the file
     system then commits them together); a single one on the caller's own thread."""
     import threading
 
-    folder = root / "agent" / "a"
-    fds = []
-    for n in range(12):
-        (folder / f"{n}.json").write_bytes(b"x")
-        fds.append(os.open(folder / f"{n}.json", os.O_RDONLY))
     synced: list[tuple[int, int]] = []
     real_fsync = os.fsync
     meet = threading.Barrier(2, timeout=10)  # the first two fsyncs must be in flight together
-
     lock = threading.Lock()
 
     def fsync(fd: int) -> None:
@@ -292,7 +302,7 @@ def test_fsync_together_syncs_every_descriptor_once_side_by_side(root: Path, mon
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    try:
+    with _opened(root, 12) as fds:
         fsops.fsync_together(fds)
         assert sorted(fd for fd, _ in synced) == sorted(fds)
         assert len({thread for _, thread in synced[:2]}) == 2  # not one after the other on one thread
@@ -303,19 +313,10 @@ def test_fsync_together_syncs_every_descriptor_once_side_by_side(root: Path, mon
         synced.clear()
         fsops.fsync_together([])
         assert synced == []
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def test_fsync_together_raises_the_first_error_after_every_fsync(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = root / "agent" / "a"
-    fds = []
-    for n in range(5):
-        (folder / f"{n}.json").write_bytes(b"x")
-        fds.append(os.open(folder / f"{n}.json", os.O_RDONLY))
     synced: list[int] = []
-    bad = fds[2]
 
     def fsync(fd: int) -> None:
         synced.append(fd)
@@ -323,22 +324,14 @@ def test_fsync_together_raises_the_first_error_after_every_fsync(root: Path, mon
             raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(os, "fsync", fsync)
-    try:
+    with _opened(root, 5) as fds:
+        bad = fds[2]
         with pytest.raises(OSError, match="Input/output"):
             fsops.fsync_together(fds)
         assert sorted(synced) == sorted(fds)  # the others were still synced
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def test_fsync_together_without_threads_does_them_itself(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = root / "agent" / "a"
-    fds = []
-    for n in range(3):
-        (folder / f"{n}.json").write_bytes(b"x")
-        fds.append(os.open(folder / f"{n}.json", os.O_RDONLY))
-
     def no_thread(*_args: object) -> None:
         raise RuntimeError("can't start new thread")
 
@@ -346,9 +339,6 @@ def test_fsync_together_without_threads_does_them_itself(root: Path, monkeypatch
     synced: list[int] = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
-    try:
+    with _opened(root, 3) as fds:
         fsops.fsync_together(fds)
         assert sorted(synced) == sorted(fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
