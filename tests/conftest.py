@@ -199,8 +199,8 @@ def cwd(tmp_path: Path) -> Iterator[Path]:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: one worker more than the cores (up to 4 cores; then one a core). Many tests
     wait on a child process (memcli, git, node, the MCP server) or a pipe part of their time,
-    and a third worker fills that: on 2 cores the suite took 111 and 131 s with 3 workers
-    against 118 and 155 s with 2, run alternately (2026-11-23, lead)."""
+    and a third worker fills that: on 2 cores the suite took 111, 131 and 123 s with 3 workers
+    against 118, 155 and 137 s with 2, run alternately (2026-11-23, lead)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
