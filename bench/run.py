@@ -219,9 +219,9 @@ def children_cpu() -> float:
 
 
 def workers_peak_kb() -> float:
-    """The most private memory a pair-search worker of this process held (KB; 0 when none
-    ran): added to the phase's own peak, an upper bound of the two together (they need not
-    peak at once)."""
+    """The most private memory a pair-search worker of this process held when it ended (KB;
+    0 when none ran; close to the worker's peak, see `parallel.workers_peak_kb`): added to the
+    phase's own peak, which the two together need not reach at once."""
     module = sys.modules.get("memcli.consolidate.parallel")
     return float(getattr(module, "workers_peak_kb", 0))
 

@@ -177,9 +177,11 @@ def _collect(pid: int, fd: int, deadline: float) -> dict[int, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-# The most memory a worker of this process held of its own (KB): pages it wrote, its copies of
-# the parent's included, shared ones not (`Private_*` of /proc's smaps_rollup, when it ended).
-# A worker's memory is not in the parent's peak (VmHWM); `bench/run.py` adds this to it.
+# The most memory a worker of this process held of its own when it ended (KB): pages it wrote,
+# its copies of the parent's included, shared ones not (`Private_*` of /proc's smaps_rollup).
+# Linux keeps no high-water mark of private memory; the heap a worker freed stays with its
+# allocator, so this is close to its peak but not a bound. A worker's memory is not in the
+# parent's peak (VmHWM); `bench/run.py` adds this to it.
 workers_peak_kb = 0
 
 
