@@ -23,12 +23,11 @@ def apply(store: Store, planning: Planning, progress: Progress | None = None) ->
     outcome = _outcome(plan, applied.actions, applied.skips, started)
     outcome.notes += [_skip_note(skip) for skip in applied.skips if skip["reason"] in _SKIP_NOTES]
     try:
-        hashes = _commit(store, planning, applied, outcome)
+        _commit(store, planning, applied, outcome)
     except journal.RecordingFailed as exc:  # the run happened: say so, and how it gets finished
         outcome.notes += [f"warning: {exc}"] + _problem_notes(planning.problems)
         return outcome
     with contextlib.suppress(OSError, ValueError):  # caches: a failure costs the next run time, no more
-        caches.save_sig_caches(store, planning.sigs, hashes)
         caches.save_pair_caches(store, planning.pairs)
         if planning.vectors is not None:
             planning.vectors.save(prune=plan.trigger in ("manual", "weekly"))
@@ -57,7 +56,9 @@ def _commit(store: Store, planning: Planning, applied: journal.Applied,
         "log_entry": {"run_id": plan.run_id, "timestamp": plan.at, "trigger": plan.trigger,
                       "actions": outcome.actions, "stats": outcome.stats},
         **caches.refresh_map(planning.refresh, plan, applied.actions),
-    }, applied.files, planning.planned)
+    }, applied.files, planning.planned,
+        # the signatures, durable with the indices (the hashes now in each covered folder)
+        keep_caches=lambda hashes: caches.save_sig_caches(store, planning.sigs, hashes))
 
 
 _SKIP_NOTES = {"unsafe_path": "{detail}", "unreadable": "its file cannot be read"}

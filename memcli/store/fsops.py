@@ -40,6 +40,10 @@ _unsynced: set[Path] | None = None  # while a Staged batch commits: folders whos
 # replaced, made durable at its end
 _deferred: dict[int, list[Path]] = {}
 _late_dirs: dict[int, set[Path]] = {}  # within `names_durable_at_end`, per thread: folders to fsync
+# within `one_barrier`, per thread: files written (path, temporary name) whose rename waits for
+# its barrier (`renamed_after_barrier`); `_renaming` holds the list while writes go there
+_late_names: dict[int, list[tuple[Path, str]]] = {}
+_renaming: dict[int, list[tuple[Path, str]]] = {}
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -227,6 +231,11 @@ def write_replace(path: Path, data: bytes | Iterable[bytes | memoryview], durabl
     The file keeps its permission bits. durable=False: no fsync (still atomic: a reader sees
     the old bytes or the new, whole), for a scratch file only its own process reads, which a
     crash may leave stale or lose (see `memcli.store.planned`)."""
+    if durable and (staged := _renaming.get(_thread.get_ident())) is not None:
+        with _folder(path.parent) as handle:  # the bytes only: renamed after the barrier
+            tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name), sync=False)
+        staged.append((path, tmp))
+        return
     later = _deferred.get(_thread.get_ident()) if durable else None
     with _folder(path.parent) as handle:
         tmp = _write_tmp(handle, path.name, data, _mode_of(handle, path.name), sync=durable and later is None)
@@ -274,32 +283,98 @@ def one_barrier(root: Path) -> Iterator[None]:
     ends, because what comes after it depends on them and what comes before can redo them:
     a committed run's indices and snapshots, rewritten by `journal.complete` (idempotent)
     until its journal is removed, after this barrier. A reader meanwhile that finds one
-    torn rebuilds it from the files (an index, a snapshot: caches of the files)."""
+    torn rebuilds it from the files (an index, a snapshot: caches of the files). `append`
+    within defers its fsync the same way; files written within `renamed_after_barrier`
+    have their bytes made durable by the barrier and are renamed after it."""
     ident = _thread.get_ident()
-    outer = _deferred.get(ident)
+    outer, outer_late = _deferred.get(ident), _late_names.get(ident)
     mine: list[Path] = []
-    _deferred[ident] = mine
+    late: list[tuple[Path, str]] = []
+    _deferred[ident], _late_names[ident] = mine, late
     try:
         yield
         files = list(dict.fromkeys(mine))
+    except BaseException:
+        _discard_staged(late)
+        raise
     finally:
         if outer is None:
             del _deferred[ident]
         else:
             _deferred[ident] = outer
-    _barrier(root, files, set())
+        if outer_late is None:
+            del _late_names[ident]
+        else:
+            _late_names[ident] = outer_late
+    try:
+        _barrier(root, files + [path.parent / tmp for path, tmp in late], set())
+    except BaseException:
+        _discard_staged(late)
+        raise
+    if late:
+        _rename_staged(late)
+        _barrier(root, [], {path.parent for path, _ in late})
+
+
+@contextlib.contextmanager
+def renamed_after_barrier() -> Iterator[None]:
+    """Within, inside `one_barrier`: `write_replace` writes each file's bytes to its
+    temporary file only; the barrier makes those bytes durable together with its other
+    files, then renames each into place (in the order written) and makes the names durable
+    in one more barrier. Never torn, as a plain `write_replace`, and the same changes (the
+    same crash points), the renames later: files that must not be torn by a power cut yet
+    may wait for the barrier, which what comes before redoes (a committed run's review
+    queue, state and log, rewritten by `journal.complete` until its journal goes). A read
+    of such a file within sees its previous bytes: each is to be written once."""
+    ident = _thread.get_ident()
+    late = _late_names.get(ident)
+    if late is None:
+        raise RuntimeError("renamed_after_barrier is only used inside one_barrier")
+    outer = _renaming.get(ident)
+    _renaming[ident] = late
+    try:
+        yield
+    finally:
+        if outer is None:
+            del _renaming[ident]
+        else:
+            _renaming[ident] = outer
+
+
+def _rename_staged(late: list[tuple[Path, str]]) -> None:
+    for n, (path, tmp) in enumerate(late):
+        try:
+            with _folder(path.parent) as handle:
+                _change()
+                os.rename(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd,
+                          dst_dir_fd=handle.dir_fd)
+        except BaseException:
+            _discard_staged(late[n + 1:])
+            raise
+
+
+def _discard_staged(late: list[tuple[Path, str]]) -> None:
+    """Remove the temporary files of writes never put in place (after an error)."""
+    for path, tmp in late:
+        with contextlib.suppress(OSError), _folder(path.parent) as handle:
+            os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
 
 
 def append(path: Path, data: bytes) -> None:
-    """Add bytes at the end of an existing cache file, durably. Not atomic: only for caches
-    whose reader drops a torn last record (see `index.load_sigs`)."""
+    """Add bytes at the end of an existing cache file, durably (within `one_barrier`, at its
+    end). Not atomic: only for caches whose reader drops a torn last record (see
+    `index.load_sigs`)."""
     with _folder(path.parent) as handle:
         _change()
         fd = os.open(handle.at(path.name), os.O_WRONLY | os.O_APPEND | _NOFOLLOW | _CLOEXEC,
                      dir_fd=handle.dir_fd)
+    later = _deferred.get(_thread.get_ident())
     try:
         os.write(fd, data)
-        os.fsync(fd)
+        if later is None:
+            os.fsync(fd)
+        else:  # within `one_barrier`: durable with its files (a torn last record is dropped)
+            later.append(path)
     finally:
         os.close(fd)
 
@@ -456,19 +531,25 @@ class Staged:
         place): the linked file keeps its bytes once `src` is replaced or removed. A file
         that already has another name (a link somewhere else, which someone could edit in
         place), or one on another file system, is copied instead."""
-        data = None
-        try:
-            st = os.lstat(src)
-            same_fs = os.lstat(dst.parent).st_dev == st.st_dev
-        except FileNotFoundError:
-            same_fs, st = False, None
-        if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or not same_fs or not _AT:
-            data = read_bytes(src)
-        if data is not None:
-            self.write_new(dst, data)
+        if not self.linkable(src, dst):
+            self.write_new(dst, read_bytes(src))
         else:
             self.steps.append(("link", dst, None))
             self.sources[len(self.steps) - 1] = src
+
+    @staticmethod
+    def linkable(src: Path, dst: Path) -> bool:
+        """Whether `keep_copy(src, dst)` makes a second link (no bytes written) rather than a
+        copy. `dst`'s folder need not exist yet: the nearest one that does tells its file system."""
+        try:
+            st = os.lstat(src)
+            probe = dst.parent
+            while not os.path.lexists(probe) and probe != probe.parent:
+                probe = probe.parent
+            same_fs = os.lstat(probe).st_dev == st.st_dev
+        except FileNotFoundError:
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and same_fs and _AT
 
     def commit(self) -> None:
         try:

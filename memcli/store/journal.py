@@ -86,15 +86,19 @@ def execute(store: Store, plan: Plan, progress: Callable[[str, int, int], None] 
     unsafe = _unsafe_actions(store, plan)
     files = [{"path": op.path, "kind": op.kind, "expect": op.expect, "after": op.after}
              for n, action in enumerate(plan.actions) if n not in unsafe for op in action.ops]
-    _write_journal(store, plan.run_id, {"run_id": plan.run_id, "phase": "applying", "files": files})
+    # the journal is the first file of the pre-images' batch: durable with them, at its two
+    # barriers, before any memory is changed (rather than two fsyncs of its own before them)
+    batch = fsops.Staged(store.root)
+    _write_journal(store, plan.run_id, {"run_id": plan.run_id, "phase": "applying", "files": files}, batch)
     try:
-        applied = _execute_actions(store, plan, unsafe, progress)
+        applied = _execute_actions(store, plan, unsafe, batch, progress)
         applied.files = files
         return applied
     except Exception:
         # A real error (a full disk, a name taken behind our back): put the store back now
         # rather than leave it half-changed until the next command; if even that fails, the
         # journal stays and the next command (or `doctor --fix`) rolls back.
+        batch.discard()  # (the journal's temporary file, when it came before any barrier)
         with contextlib.suppress(Exception):
             rollback(store, plan.run_id, files)
         raise
@@ -130,11 +134,12 @@ def _unwritable(store: Store, rel: str) -> str | None:
     return f"{store.rel(folder)} cannot be written (permission denied)"
 
 
-def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str],
+def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str], batch: fsops.Staged,
                      progress: Callable[[str, int, int], None] | None = None) -> Applied:
     """Which actions still find their files as planned (each sees the ones before it as done),
-    then their pre-images made durable in one batch, then their changes in another: no file is
-    changed before every pre-image is safely on disk (see `fsops.Staged`)."""
+    then their pre-images made durable in one batch (`batch`, which holds the journal
+    already), then their changes in another: no file is changed before the journal and every
+    pre-image are safely on disk (see `fsops.Staged`)."""
     applied = Applied()
     seen: dict[str, str | None] = {}  # path -> hash on disk now, once looked at (then as planned)
     before: dict[str, str | None] = {}  # path -> hash before the run's first change to it
@@ -155,11 +160,15 @@ def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str],
         applied.actions.append(action)
     total = sum(len(action.ops) for action in applied.actions)  # files: an undo is one action of many
     done = 0
-    batch = fsops.Staged(store.root)
     try:
-        for rel, digest in before.items():
-            if digest is not None:
-                _pre_image(store, plan.run_id, rel, batch)
+        keep = [rel for rel, digest in before.items() if digest is not None]
+        runs = run_dir(store, plan.run_id)
+        if not all(fsops.Staged.linkable(store.root / rel, runs / rel) for rel in keep):
+            # a pre-image copied is a temporary file written now: the journal goes first, so
+            # that a crash from here on finds it (and its rollback removes that file)
+            batch.commit()
+        for rel in keep:
+            _pre_image(store, plan.run_id, rel, batch)
         batch.commit()
         for action in applied.actions:
             for op in action.ops:
@@ -262,9 +271,13 @@ _hash_of = hash_of
 
 
 def commit(store: Store, run_id: str, finish: dict[str, Any], files: list[dict[str, Any]] | None = None,
-           known: dict[str, planned.Ticket] | None = None) -> dict[str, set[str] | None]:
+           known: dict[str, planned.Ticket] | None = None,
+           keep_caches: Callable[[dict[str, set[str] | None]], None] | None = None,
+           ) -> dict[str, set[str] | None]:
     """Mark the run's memory changes done and record what is left, then do it. Returns the
-    content hashes now in each covered folder (for the signature cache).
+    content hashes now in each covered folder (for the signature cache). `keep_caches(hashes)`,
+    when given, saves the run's caches with them, made durable in the same barrier as the
+    indices (a failure there costs the next run time, no more: it is not raised).
 
     If marking the run committed fails (a full disk), the run is rolled back from its
     pre-images at once (`files`: what its journal lists) and the error raised: nothing
@@ -284,13 +297,15 @@ def commit(store: Store, run_id: str, finish: dict[str, Any], files: list[dict[s
         rel, _, name = str(entry.get("path")).rpartition("/")
         written.setdefault(rel, set()).add(name)
     try:
-        return complete(store, data, known, written)
+        return complete(store, data, known, written, keep_caches)
     except Exception as exc:
         raise RecordingFailed(run_id, exc) from exc
 
 
 def complete(store: Store, data: dict[str, Any], known: dict[str, planned.Ticket] | None = None,
-             written: dict[str, set[str]] | None = None) -> dict[str, set[str] | None]:
+             written: dict[str, set[str]] | None = None,
+             keep_caches: Callable[[dict[str, set[str] | None]], None] | None = None,
+             ) -> dict[str, set[str] | None]:
     """Indices, review queue, state and log for a committed run; idempotent. `known` (the
     run's own planning, never a recovery): entries of files it read, trusted while size and
     mtime match, so that a folder without an index is not read a second time; or that
@@ -301,8 +316,10 @@ def complete(store: Store, data: dict[str, Any], known: dict[str, planned.Ticket
     covered = set(data.get("covered", []))
     hashes: dict[str, set[str] | None] = {}
     refresh: dict[str, list[str]] = data.get("refresh") or {}
-    # indices and snapshots durable together, not two fsyncs each: until the journal goes
-    # (below), a crash or a power cut means this is all done again
+    # indices, snapshots and caches durable together, not two fsyncs each, and with them the
+    # bytes of the review queue, state and log, renamed into place after that barrier and
+    # their names made durable in one more: until the journal goes (below), a crash or a
+    # power cut means this is all done again
     with fsops.one_barrier(store.root):
         # (a folder only read, not covered, is refreshed too: files gone or touched since)
         for position, rel in enumerate(sorted(set(data.get("folders", [])) | covered | set(refresh))):
@@ -319,12 +336,15 @@ def complete(store: Store, data: dict[str, Any], known: dict[str, planned.Ticket
                     continue
             hashes[rel] = _reindex_folder(store, rel, refresh_run_hash=rel in covered,
                                           known=planned.load(known.get(rel)) if rel in covered else None)
-    review.add_items(store.root, data.get("review", []))
-    quiet = data.get("quiet") is True  # changed nothing: recorded on this machine only (SPEC 13)
-    with fsops.names_durable_at_end():  # state and log: one fsync of ops/, before the journal goes
-        _update_state(store, data.get("state", {}), quiet)
-        if data.get("log_entry"):
-            log.append(store.root, data["log_entry"], quiet)
+        quiet = data.get("quiet") is True  # changed nothing: recorded on this machine only (SPEC 13)
+        with fsops.renamed_after_barrier():  # never torn (each file written once)
+            if keep_caches is not None:  # (a recovery, which cannot redo them, never leaves them torn)
+                with contextlib.suppress(OSError, ValueError):  # caches: a failure costs the next run time
+                    keep_caches({rel: found for rel, found in hashes.items() if rel in covered})
+            review.add_items(store.root, data.get("review", []))
+            _update_state(store, data.get("state", {}), quiet)
+            if data.get("log_entry"):
+                log.append(store.root, data["log_entry"], quiet)
     journal = journal_path(store, data["run_id"])
     if journal.exists():
         fsops.unlink(journal)
@@ -459,9 +479,9 @@ def _update_state(store: Store, update: dict[str, Any], quiet: bool = False) -> 
     opsfiles.write_state(store.root, state, quiet)
 
 
-def _write_journal(store: Store, run_id: str, data: dict[str, Any]) -> None:
-    fsops.ensure_parent(journal_path(store, run_id))
-    fsops.write_new(journal_path(store, run_id), orjson.dumps(data))
+def _write_journal(store: Store, run_id: str, data: dict[str, Any], batch: fsops.Staged) -> None:
+    batch.ensure_parent(journal_path(store, run_id))
+    batch.write_new(journal_path(store, run_id), orjson.dumps(data))
 
 
 # ---------------------------------------------------------------- recovery

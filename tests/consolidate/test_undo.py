@@ -168,7 +168,7 @@ def test_undo_refuses_unknown_rolled_back_and_no_change_runs(store: Path) -> Non
 
 def test_undo_refuses_a_run_that_was_rolled_back(store: Path) -> None:
     add(store, summary="old and never used", access_count=0)
-    env = {**os.environ, "MEMCLI_CRASH_AT": "12"}
+    env = {**os.environ, "MEMCLI_CRASH_AT": "14"}  # its journal in place, before its first pre-image
     crashed = forked.run(["--store", str(store), "consolidate"], env=env)  # `python -m memcli`, forked
     assert crashed.returncode == 70
     run_id = next((store / "ops").glob("journal-*")).stem.removeprefix("journal-")

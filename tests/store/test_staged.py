@@ -342,3 +342,80 @@ def test_fsync_together_without_threads_does_them_itself(root: Path, monkeypatch
     with _opened(root, 3) as fds:
         fsops.fsync_together(fds)
         assert sorted(synced) == sorted(fds)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
+def test_renamed_after_barrier_puts_files_in_place_only_once_their_bytes_are_durable(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, other = root / "agent" / "a", root / "archive"
+    (folder / "x.json").write_bytes(b"old")
+    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 10_000)  # fsync by fsync, to see each
+    synced = _fsync_targets(monkeypatch)
+    renamed: list[str] = []
+    real_rename = os.rename
+    monkeypatch.setattr(os, "rename", lambda src, dst, **kw: renamed.append(str(dst)) or real_rename(src, dst, **kw))
+    start = fsops.change_count()
+    with fsops.one_barrier(root):
+        fsops.write_replace(folder / "cache.bin", b"c")  # a cache: in place at once, durable at the end
+        with fsops.renamed_after_barrier():
+            fsops.write_replace(folder / "x.json", b"new")
+            fsops.write_replace(other / "y.json", b"y")
+        # neither torn nor in place yet: the old bytes, the new ones in temporary files
+        assert (folder / "x.json").read_bytes() == b"old" and not (other / "y.json").exists()
+        assert renamed == ["cache.bin"] and synced == []
+    assert fsops.change_count() - start == 6  # the same changes as three plain writes
+    assert (folder / "x.json").read_bytes() == b"new" and (other / "y.json").read_bytes() == b"y"
+    assert renamed == ["cache.bin", "x.json", "y.json"]  # in the order written, after the first barrier
+    first, second = synced[:5], synced[5:]
+    # the first barrier: the cache and both temporary files (and their folders); the second: the new names
+    assert str(folder / "cache.bin") in first and {str(folder), str(other)} <= set(first)
+    assert sum(Path(p).name.endswith(fsops.TMP_SUFFIX) for p in first) == 2
+    assert sorted(second) == sorted([str(folder), str(other)])
+    assert not [p for p in root.rglob("*") if p.name.endswith(fsops.TMP_SUFFIX)]
+
+
+def test_renamed_after_barrier_after_an_error_leaves_the_old_files_and_no_temporary_one(root: Path) -> None:
+    folder = root / "agent" / "a"
+    (folder / "x.json").write_bytes(b"old")
+    with pytest.raises(RuntimeError), fsops.one_barrier(root):
+        with fsops.renamed_after_barrier():
+            fsops.write_replace(folder / "x.json", b"new")
+        raise RuntimeError("disk full")
+    assert (folder / "x.json").read_bytes() == b"old"
+    assert sorted(p.name for p in folder.iterdir()) == ["x.json"]
+    assert fsops._late_names == {} and fsops._renaming == {}
+    fsops.write_replace(folder / "x.json", b"later")  # and later writes are plain ones again
+    assert (folder / "x.json").read_bytes() == b"later"
+
+
+def test_a_failed_barrier_removes_the_temporary_files_it_would_have_renamed(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = root / "agent" / "a"
+
+    def failing(*_args: object) -> None:
+        raise OSError(5, "I/O error")
+
+    monkeypatch.setattr(fsops, "_barrier", failing)
+    with pytest.raises(OSError), fsops.one_barrier(root), fsops.renamed_after_barrier():
+        fsops.write_replace(folder / "x.json", b"new")
+    assert list(folder.iterdir()) == []
+
+
+def test_renamed_after_barrier_needs_a_barrier(root: Path) -> None:
+    with pytest.raises(RuntimeError, match="inside one_barrier"), fsops.renamed_after_barrier():
+        pass
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
+def test_append_within_one_barrier_is_durable_at_its_end(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = root / "agent" / "a" / "cache.bin"
+    path.write_bytes(b"head")
+    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 10_000)
+    synced = _fsync_targets(monkeypatch)
+    with fsops.one_barrier(root):
+        fsops.append(path, b"+row")
+        assert path.read_bytes() == b"head+row" and synced == []
+    assert str(path) in synced
+    synced.clear()
+    fsops.append(path, b"+more")  # outside: durable at once, as ever
+    assert synced == [str(path)]
