@@ -39,7 +39,6 @@ _unsynced: set[Path] | None = None  # while a Staged batch commits: folders whos
 # within `one_barrier`, per thread (in-process recoveries run side by side in tests): files
 # replaced, made durable at its end
 _deferred: dict[int, list[Path]] = {}
-_late_dirs: dict[int, set[Path]] = {}  # within `names_durable_at_end`, per thread: folders to fsync
 # within `one_barrier`, per thread: files written (path, temporary name) whose rename waits for
 # its barrier (`renamed_after_barrier`); `_renaming` holds the list while writes go there
 _late_names: dict[int, list[tuple[Path, str]]] = {}
@@ -242,8 +241,6 @@ def write_replace(path: Path, data: bytes | Iterable[bytes | memoryview], durabl
         _rename_over(handle, tmp, path.name)
         if later is not None:
             later.append(path)
-        elif durable and (late := _late_dirs.get(_thread.get_ident())) is not None:
-            late.add(path.parent)
         elif durable:
             handle.sync()
 
@@ -317,30 +314,6 @@ def released(timeout: float = 10.0) -> bool:
         return False
     _all_released.release()
     return True
-
-
-@contextlib.contextmanager
-def names_durable_at_end() -> Iterator[None]:
-    """Within: `write_replace` still makes each file's bytes durable before renaming it into
-    place (never torn), but the fsync of its folder, which makes the new name durable, waits
-    for the block's end, once a folder (`ops/state.json` and the log shared two fsyncs of
-    `ops/`). The same changes in the same order (the same crash points). For files that a
-    power cut may put back to their previous version until the block ends, because what
-    comes before can redo them and nothing after depends on them until then: a committed
-    run's state and log (`journal.complete`, idempotent, redone until its journal goes)."""
-    ident = _thread.get_ident()
-    outer = _late_dirs.get(ident)
-    mine: set[Path] = set()
-    _late_dirs[ident] = mine
-    try:
-        yield
-    finally:
-        if outer is None:
-            del _late_dirs[ident]
-        else:
-            _late_dirs[ident] = outer
-    for folder in sorted(mine):
-        fsync_dir(folder)
 
 
 @contextlib.contextmanager

@@ -222,32 +222,6 @@ def test_write_replace_takes_pieces_and_an_error_half_way_changes_nothing(root: 
     assert [p.name for p in path.parent.iterdir()] == ["x.json"]  # no temporary file left
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
-def test_names_durable_at_end_syncs_each_file_at_once_and_each_folder_once_at_the_end(
-        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder, other = root / "agent" / "a", root / "archive"
-    synced = _fsync_targets(monkeypatch)
-    start = fsops.change_count()
-    with fsops.names_durable_at_end():
-        fsops.write_replace(folder / "x.json", b"1")
-        fsops.write_replace(other / "y.json", b"2")
-        fsops.write_replace(folder / "z.json", b"3")
-        # every file's bytes durable before its rename (never torn); no folder synced yet
-        assert [Path(p).parent for p in synced] == [folder, other, folder]
-        assert (folder / "x.json").read_bytes() == b"1"
-    assert fsops.change_count() - start == 6  # the same changes as three plain writes
-    assert synced[3:] == sorted([str(other), str(folder)])
-    synced.clear()
-    with pytest.raises(RuntimeError), fsops.names_durable_at_end():
-        fsops.write_replace(folder / "x.json", b"4")
-        raise RuntimeError("recording failed")
-    assert [Path(p).parent for p in synced] == [folder]  # its bytes; the folder: whoever redoes it
-    synced.clear()
-    fsops.write_replace(folder / "x.json", b"5")  # outside: both fsyncs at once, as ever
-    assert [Path(p).parent for p in synced[:1]] == [folder] and synced[1:] == [str(folder)]
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
 def test_ensure_parent_of_a_batch_syncs_the_folders_it_made_with_the_batch(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 10_000)
