@@ -245,21 +245,23 @@ def write_replace(path: Path, data: bytes | Iterable[bytes | memoryview], durabl
             handle.sync()
 
 
-RELEASE_FROM = 1 << 20  # bytes: a file replaced from this size on is let go by another thread
-_releasing = [0]  # replaced files not yet let go
+_released: list[int] = []  # replaced files held open, to be let go in this order
+_releasing = [False]  # a thread is letting them go
 _release_guard = _thread.allocate_lock()
-_all_released = _thread.allocate_lock()  # held while some are not let go (`released` waits on it)
+_all_released = _thread.allocate_lock()  # held while that thread runs (`released` waits on it)
 
 
 def _rename_over(handle: _Dir, tmp: str, name: str) -> None:
     """Rename the temporary file `tmp` over `name` (one change). Renaming over a file frees
     the one it replaces there and then, in the call: milliseconds for the 5-6 MB index of a
     large folder (its pages dropped, its blocks freed and, where the file system discards
-    online, queued for discard), twice a session-end pass. So a large file replaced is held
-    open across the rename and closed by another thread, which frees it while this one goes
-    on (close releases the GIL). The same change at the same moment: only where the old
-    file's space is given back differs. A file another name still holds is not freed at all."""
-    held = _hold_large(handle, name)
+    online, queued for discard), twice a session-end pass; and while one is freed, freeing
+    any other (the small mark written just after) waits for it. So the file replaced is held
+    open across the rename and let go by another thread, one after the other in the order
+    replaced, which frees them while this one goes on (close releases the GIL). The same
+    change at the same moment: only where the old files' space is given back differs. A file
+    another name still holds is not held (nothing to free)."""
+    held = _hold(handle, name)
     _change()
     try:
         os.rename(handle.at(tmp), handle.at(name), src_dir_fd=handle.dir_fd, dst_dir_fd=handle.dir_fd)
@@ -268,7 +270,7 @@ def _rename_over(handle: _Dir, tmp: str, name: str) -> None:
             _release(held)
 
 
-def _hold_large(handle: _Dir, name: str) -> int | None:
+def _hold(handle: _Dir, name: str) -> int | None:
     if os.name != "posix":
         return None
     try:
@@ -279,7 +281,7 @@ def _hold_large(handle: _Dir, name: str) -> int | None:
         st = os.fstat(fd)
     except OSError:
         st = None
-    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size < RELEASE_FROM or st.st_nlink != 1:
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
         os.close(fd)
         return None
     return fd
@@ -287,25 +289,27 @@ def _hold_large(handle: _Dir, name: str) -> int | None:
 
 def _release(fd: int) -> None:
     with _release_guard:
-        _releasing[0] += 1
-        if _releasing[0] == 1:
-            _all_released.acquire()
+        _released.append(fd)
+        if _releasing[0]:
+            return  # the thread letting them go takes this one too
+        _releasing[0] = True
+        _all_released.acquire()
     try:
-        _thread.start_new_thread(_close_released, (fd,))
+        _thread.start_new_thread(_let_go, ())
     except RuntimeError:  # no thread to be had: let go here
-        _close_released(fd)
+        _let_go()
 
 
-def _close_released(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-    finally:
+def _let_go() -> None:
+    while True:
         with _release_guard:
-            _releasing[0] -= 1
-            if _releasing[0] == 0:
+            if not _released:
+                _releasing[0] = False
                 _all_released.release()
+                return
+            fd = _released.pop(0)
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def released(timeout: float = 10.0) -> bool:

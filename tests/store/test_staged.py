@@ -396,17 +396,20 @@ def test_append_within_one_barrier_is_durable_at_its_end(root: Path, monkeypatch
     assert synced == [str(path)]
 
 
-def test_a_large_file_replaced_is_let_go_by_another_thread(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_replaced_is_let_go_by_another_thread(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = root / "agent" / "a"
     big, small = folder / "big.json", folder / "small.json"
-    big.write_bytes(b"x" * fsops.RELEASE_FROM)
-    small.write_bytes(b"y" * (fsops.RELEASE_FROM - 1))
-    old_big = big.stat().st_ino
-    closed_by: list[tuple[int, int]] = []  # (descriptor, thread)
+    big.write_bytes(b"x" * (1 << 20))
+    small.write_bytes(b"y")
+    held = {big.stat().st_ino: "big", small.stat().st_ino: "small"}
+    closed: list[tuple[str, int]] = []  # (which, thread)
     real_close = os.close
 
     def close(fd: int) -> None:
-        closed_by.append((fd, _thread.get_ident()))
+        with contextlib.suppress(OSError):
+            which = held.get(os.fstat(fd).st_ino)
+            if which:
+                closed.append((which, _thread.get_ident()))
         real_close(fd)
 
     monkeypatch.setattr(os, "close", close)
@@ -417,26 +420,24 @@ def test_a_large_file_replaced_is_let_go_by_another_thread(root: Path, monkeypat
     monkeypatch.undo()
     assert fsops.change_count() - start == 4  # the same changes: a temporary file and a rename each
     assert big.read_bytes() == b"new big" and small.read_bytes() == b"new small"
-    assert big.stat().st_ino != old_big
-    me = _thread.get_ident()
-    assert len([t for _, t in closed_by if t != me]) == 1  # the big one only, on another thread
-    # nothing held open any more: no descriptor of this process names a deleted file
-    if os.path.isdir("/proc/self/fd"):
-        held = [os.readlink(f"/proc/self/fd/{n}") for n in os.listdir("/proc/self/fd")
-                if os.path.exists(f"/proc/self/fd/{n}")]
-        assert not [h for h in held if h.endswith("(deleted)") and str(folder) in h]
+    assert [which for which, _ in closed] == ["big", "small"]  # let go in the order replaced
+    assert all(thread != _thread.get_ident() for _, thread in closed)  # by another thread
+    if os.path.isdir("/proc/self/fd"):  # nothing held open any more
+        names = [os.readlink(f"/proc/self/fd/{n}") for n in os.listdir("/proc/self/fd")
+                 if os.path.exists(f"/proc/self/fd/{n}")]
+        assert not [n for n in names if n.endswith("(deleted)") and str(folder) in n]
 
 
 def test_a_file_with_another_name_is_not_held(root: Path) -> None:
     folder = root / "agent" / "a"
     big = folder / "big.json"
-    big.write_bytes(b"x" * fsops.RELEASE_FROM)
+    big.write_bytes(b"x" * 100)
     os.link(big, root / "archive" / "kept.json")  # (as a run's pre-image is): replacing frees nothing
     handle = fsops._Dir(folder)
     try:
-        assert fsops._hold_large(handle, "big.json") is None
-        assert fsops._hold_large(handle, "missing.json") is None
+        assert fsops._hold(handle, "big.json") is None
+        assert fsops._hold(handle, "missing.json") is None
     finally:
         handle.close()
     fsops.write_replace(big, b"new")
-    assert (root / "archive" / "kept.json").stat().st_size == fsops.RELEASE_FROM
+    assert (root / "archive" / "kept.json").stat().st_size == 100
