@@ -4,15 +4,17 @@ guards, and the grey-zone pairs that go to the LLM."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Collection
 from operator import attrgetter
 
-from memcli.consolidate import rules
+from memcli.consolidate import ahead, rules
 from memcli.consolidate.groups import MergeGroups
 from memcli.consolidate.pairsearch import BlockTexts
 from memcli.consolidate.plantypes import DISCOVERY_FLOOR, Live
 from memcli.consolidate.similar import second_look, similar_pairs
 from memcli.store.model import VANISHED, Action
+from memcli.store.store import Folder
 
 Verdicts = dict[tuple[int, int], tuple[str, str, "str | None"]]  # (keeper, older) -> their hashes, verdict
 Found = tuple[dict[tuple[int, int], float], Verdicts, list[int]]  # pairs, verdicts, members gone bad
@@ -42,6 +44,26 @@ class DuplicateMerging(MergeGroups):
 
     def merge_duplicates(self) -> None:
         """Rule 3.1 over every (folder, type, subtype) block of the loaded memories."""
+        blocks = self._blocks()
+        keys = sorted(blocks)
+        if self.opts.trigger != "session_end":
+            ordered = self._ordered(blocks)
+            ahead = self._search_ahead(ordered)
+            self._helper_go(self._next_rel)  # the next folder's helper: this folder's search is done
+        for position, key in enumerate(keys):
+            self._progress("comparing", position, len(blocks))
+            block = blocks[key]
+            if self.opts.trigger == "session_end":
+                if not any(i.changed for i in block):
+                    continue
+                self._merge_block(sorted(block, key=attrgetter("key"), reverse=True))
+            else:
+                self._merge_block(block, ahead.pop(position, None))
+        if self.opts.judge is not None:
+            self._judge_grey()
+
+    def _blocks(self) -> dict[tuple[str, str, str], list[Live]]:
+        """The loaded memories that take part, by (folder, type, subtype)."""
         blocks: dict[tuple[str, str, str], list[Live]] = {}
         for item in self.live.values():  # (every memory of the store: `takes_part`, `subtype` inline)
             mem = item.mem
@@ -54,23 +76,15 @@ class DuplicateMerging(MergeGroups):
                     blocks[key] = [item]
                 else:
                     found.append(item)
+        return blocks
+
+    @staticmethod
+    def _ordered(blocks: dict[tuple[str, str, str], list[Live]]) -> list[list[Live]]:
+        """A full run's blocks in key order, each sorted newest first (in place)."""
         newest_first = attrgetter("key")
-        keys = sorted(blocks)
-        if self.opts.trigger != "session_end":
-            for key in keys:
-                blocks[key].sort(key=newest_first, reverse=True)
-            ahead = self._search_ahead([blocks[key] for key in keys])
-        for position, key in enumerate(keys):
-            self._progress("comparing", position, len(blocks))
-            block = blocks[key]
-            if self.opts.trigger == "session_end":
-                if not any(i.changed for i in block):
-                    continue
-                self._merge_block(sorted(block, key=newest_first, reverse=True))
-            else:
-                self._merge_block(block, ahead.pop(position, None))
-        if self.opts.judge is not None:
-            self._judge_grey()
+        for block in blocks.values():
+            block.sort(key=newest_first, reverse=True)
+        return [blocks[key] for key in sorted(blocks)]
 
     def _merge_block(self, block: list[Live], ahead: Found | None = None) -> None:
         """Rule 3.1 over one block (sorted newest first). `ahead`: its pairs and guard verdicts,
@@ -116,7 +130,12 @@ class DuplicateMerging(MergeGroups):
         Exact: a block's pairs and verdicts depend on its members' files alone, and the
         verdicts are used only while both memories are as they were found (:meth:`_known_guard`).
         A dry run only: a real run's pair search also fills the caches it leaves behind."""
-        if self.opts.warm_caches or self.vectors is not None or len(blocks) < 2:
+        if self.opts.warm_caches or self.vectors is not None:
+            return {}
+        helper = self._helpers.pop(blocks[0][0].folder.rel, None) if blocks else None
+        if helper is not None:
+            return self._search_beside(helper, blocks)
+        if len(blocks) < 2:
             return {}
         from memcli.consolidate import parallel
 
@@ -142,6 +161,74 @@ class DuplicateMerging(MergeGroups):
             return found
 
         return parallel.run_shares(search, split)
+
+    # ------------------------------------------------------------ a folder searched beside its helper
+
+    _helpers: dict[str, ahead.Helper] = {}  # folder -> its helper, not yet used (Planner.run)
+    _next_rel: str | None = None  # the folder planned after this one
+    _twins: dict[str, list[str]] = {}  # ids in two folders (Store.duplicate_ids), for helpers' loads
+
+    def _helper_go(self, rel: str | None) -> None:
+        """Let folder `rel`'s helper start (when it has one): the planner is done searching
+        the folder before it, so the helper's work runs beside the planner's, not against it."""
+        helper = self._helpers.get(rel) if rel is not None else None
+        if helper is not None:
+            helper.go()
+
+    def _ahead_body(self, folder: Folder, names: list[str] | None, channel: ahead.Channel) -> None:
+        """(In a helper.) Load `folder` as the planner will, and search its blocks costliest
+        first, each unless the planner has claimed it, sending each block's findings."""
+        self._load_folder(folder, self._twins, names)
+        blocks = self._ordered(self._blocks())
+        channel.send(("layout", ahead.layout(blocks)))
+        costs = self._block_costs(blocks)
+        for n in sorted(range(len(blocks)), key=lambda n: (-costs[n], n)):
+            if n in channel.claimed():
+                continue
+            channel.send(("start", n))
+            found = self._search_block(blocks[n])
+            for item in blocks[n]:  # (the records read serve no one now)
+                item.mem.forget()
+            channel.send(("found", n, found))
+
+    def _block_costs(self, blocks: list[list[Live]]) -> list[float]:
+        cache = self._pair_cache_of(blocks[0][0].folder) if blocks else None
+        covered = cache.covered if cache is not None else frozenset()
+        return [block_work(block, covered) for block in blocks]
+
+    def _search_beside(self, helper: ahead.Helper, blocks: list[list[Live]]) -> dict[int, Found]:
+        """The folder's pairs and verdicts, found with its helper: the planner searches the
+        blocks cheapest first, skipping those the helper has begun (which goes costliest
+        first), then takes the helper's findings, provided its folder came out the same, and
+        searches itself whatever is still missing. Exact whatever the helper did or did not do."""
+        from memcli.consolidate import parallel
+
+        costs = self._block_costs(blocks)
+        mine = ahead.layout(blocks)
+        found: dict[int, Found] = {}
+        began = time.monotonic()
+        try:
+            for n in sorted(range(len(blocks)), key=lambda n: (costs[n], n)):
+                helper.poll()
+                if helper.layout is not None and helper.layout != mine:
+                    helper.stop(failed=True)  # (its folder is not this one: nothing of it is used)
+                    helper.found.clear()
+                if n in helper.found or (n in helper.started and not helper.ended):
+                    continue
+                helper.claim(n)
+                found[n] = self._search_block(blocks[n])
+            waited = max(parallel.WAIT_MIN_S, parallel.WAIT_FACTOR * (time.monotonic() - began))
+            helper.wait(set(range(len(blocks))) - found.keys(), time.monotonic() + waited)
+            if helper.layout == mine:
+                for n, theirs in helper.found.items():
+                    found.setdefault(n, theirs)
+            for n in range(len(blocks)):
+                if n not in found:
+                    found[n] = self._search_block(blocks[n])
+            helper.wait_end(time.monotonic() + 0.1)
+        finally:
+            helper.stop()
+        return found
 
     def _search_block(self, block: list[Live]) -> Found:
         """A block's similar pairs (as :meth:`_searched`), the guards' verdicts on every pair

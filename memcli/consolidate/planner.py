@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from memcli.consolidate import rules, runid
+from memcli.consolidate import ahead, rules, runid
 from memcli.consolidate.laterrules import LaterRules
 from memcli.consolidate.plantypes import ALL_RULES, LIGHT_RULES, WHOLE_STORE, Planning, RunOptions
 from memcli.store import journal, log, planned
@@ -88,12 +88,24 @@ class Planner(LaterRules):
         else:
             folders = self._scope_folders()
             listings: dict[str, list[str]] = {}
-            twins = self.store.duplicate_ids(listings)
-            for position, folder in enumerate(folders):
-                self._load_folder(folder, twins, listings.pop(folder.rel, None))  # then let go
-                self._apply_rules()
-                self._release(folder)
-                self._progress("planning", position + 1, len(folders))
+            twins = self._twins = self.store.duplicate_ids(listings)
+            self._helpers = self._start_helpers(folders, listings)
+            try:
+                for position, folder in enumerate(folders):
+                    self._next_rel = folders[position + 1].rel if position + 1 < len(folders) else None
+                    if position == 0:
+                        self._helper_go(folder.rel)
+                    self._load_folder(folder, twins, listings.pop(folder.rel, None))  # then let go
+                    self._apply_rules()
+                    unused = self._helpers.pop(folder.rel, None)  # (a folder with no block)
+                    if unused is not None:
+                        unused.stop()
+                    self._release(folder)
+                    self._progress("planning", position + 1, len(folders))
+            finally:
+                for helper in self._helpers.values():  # (unused: a folder with no blocks, or an error)
+                    helper.stop()
+                self._helpers = {}
             self.plan.covered = [f.rel for f in folders]
             if self.opts.trigger in WHOLE_STORE and self.opts.folders is None:
                 # a whole-store run also covers a folder its promotions create: it saw (wrote)
@@ -103,6 +115,32 @@ class Planner(LaterRules):
             self.plan.memory_count = self._count_live()
         self.plan.flagged_done = [p for p in self.flagged if all(i in self.seen for i in p)]
         self.plan.actions.sort(key=lambda action: _RULE_RANK.get(action.type, 0))
+
+    def _start_helpers(self, folders: list[Folder], listings: dict[str, list[str]]) -> dict[str, ahead.Helper]:
+        """(A full dry run.) A helper process for each folder whose pair search is worth one
+        (:mod:`memcli.consolidate.ahead`), forked now, while the planner holds no folder: the
+        pages it copies are few. None where the search stays serial (see
+        `DuplicateMerging._search_ahead`), and none for a folder whose pair cache is there
+        (a steady-state run: little to compare)."""
+        from memcli.consolidate import parallel
+
+        if self.opts.warm_caches or self.vectors is not None or parallel.jobs() < 2 or not parallel.may_fork():
+            return {}
+        from memcli.store.index import PAIRS_NAME
+
+        wanted = [f for f in folders if ahead.AHEAD_MIN <= len(listings.get(f.rel, ())) <= ahead.AHEAD_MAX
+                  and not (f.cache() / PAIRS_NAME).exists()][:ahead.MAX_HELPERS]
+        if not wanted:
+            return {}
+        import memcli.consolidate.candidates  # noqa: F401  (numpy: imported once, before the forks)
+
+        helpers: dict[str, ahead.Helper] = {}
+        for folder in wanted:
+            names = listings.get(folder.rel)
+            helper = ahead.start(folder.rel, lambda channel, f=folder, n=names: self._ahead_body(f, n, channel))
+            if helper is not None:
+                helpers[folder.rel] = helper
+        return helpers
 
     def _apply_rules(self) -> None:
         wanted = LIGHT_RULES.get(self.opts.trigger, ALL_RULES)
