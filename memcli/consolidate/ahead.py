@@ -1,21 +1,28 @@
-"""Helpers that search a folder's blocks ahead of the planner: a worker process per folder,
-forked when the run starts (while the planner is small: no folder's pages to copy), that waits
-until the planner has searched the folder before it, then loads its own folder and searches
-its blocks, costliest first, while the planner merges the previous folder, applies the later
-rules, lets it go and loads this one. The planner then searches the same folder's blocks
-cheapest first, skipping those the helper has begun; the two meet in the middle, so the split
-follows the time each really had, and the work a serial run does outside pair search (loading,
-merging, the later rules) runs beside the helper's share instead of before it.
+"""A helper that searches folders' blocks ahead of the planner: one worker process, forked when
+a full dry run starts (while the planner is small: few pages to copy), that loads the run's
+folders one after the other as the planner will and searches each folder's blocks, costliest
+first. The planner searches the same folder's blocks cheapest first, skipping those the helper
+has begun; the two meet in the middle, so the split follows the time each really had. Once
+the helper has nothing left in a folder it goes on to the next, while the planner finishes its
+last block, merges, applies the later rules, lets the folder go and loads the next: that work,
+serial before, now runs beside the helper's share of the next folder.
 
-The helper's results are used only when its folder came out the same as the planner's (the same
-blocks, members, order and content hashes: :func:`layout`); a block both searched (each began it
-before seeing the other's claim) is taken from the planner. Whatever goes wrong with a helper (it
-dies, hangs, sends garbage, its folder differs) costs only time: the planner searches what it did
-not get, as a serial run would. A helper writes nothing (it leaves with `os._exit`).
+The helper's results for a folder are used only when its folder came out the same as the
+planner's (the same blocks, members, order and content hashes: :func:`layout`); a block both
+searched (each began it before seeing the other's claim) is taken from the planner. Whatever
+goes wrong with the helper (it dies, hangs, sends garbage, a folder differs) costs only time: the
+planner searches what it did not get, as a serial run would. The helper writes nothing (it leaves
+with `os._exit`).
 
-Messages, helper to planner: length-prefixed pickles ``("layout", digest)``, ``("start", n)``,
-``("found", n, found)``, ``("end", private_kb)``. Planner to helper: 4-byte block positions it
-claims, and :data:`GO` once the helper may start."""
+A folder that is not the helper's (see `Planner._start_helper`) is searched as before, workers
+forked once it is loaded (:mod:`memcli.consolidate.parallel`); the helper does not go past it
+before the planner has searched it, so that the two never compete with such workers.
+
+Messages, helper to planner: length-prefixed pickles ``("layout", k, digest)``, ``("start", k,
+n)``, ``("found", k, n, found)``, ``("done", k)``, ``("end", private_kb)``, where ``k`` is the
+folder's position among the helper's folders and ``n`` a block's. Planner to helper: pairs of
+4-byte numbers ``(k, n)``, a claim of block ``n`` of folder ``k``, or ``(k, GO)``: the helper may
+start folder ``k``."""
 
 from __future__ import annotations
 
@@ -34,15 +41,15 @@ from typing import Any
 from memcli.consolidate import parallel
 
 GO = 0xFFFFFFFF  # (not a block position)
-# A folder is given a helper from this many memory files (fewer: its search is shorter than the
-# helper's fork and load) up to `AHEAD_MAX` (more: the helper's own copy of the loaded folder
-# would be added to the planner's at the run's peak; such a folder is shared out by
+# The helper takes a folder from this many memory files (fewer: its search is shorter than the
+# messages' and the folder's second load) up to `AHEAD_MAX` (more: the helper's own copy of the
+# loaded folder would add to the planner's at the run's peak; such a folder is shared out by
 # `parallel.run_shares` once loaded, its pages shared with the workers).
 AHEAD_MIN = 1_000
 AHEAD_MAX = 20_000
-MAX_HELPERS = 32
 _PIPE_BYTES = 1 << 20  # results wait in the pipe while the planner is busy: room for a folder's
 _HEAD = struct.Struct("<I")
+_CLAIM = struct.Struct("<II")
 
 
 def layout(blocks: Iterable[list[Any]]) -> bytes:
@@ -56,12 +63,12 @@ def layout(blocks: Iterable[list[Any]]) -> bytes:
 
 
 class Channel:
-    """The helper's side: sends messages, sees the planner's claims."""
+    """The helper's side: sends messages, sees the planner's claims and go-aheads."""
 
     def __init__(self, out_fd: int, in_fd: int) -> None:
         self.out_fd, self.in_fd = out_fd, in_fd
-        self.claims: set[int] = set()
-        self.go = False
+        self.claims: set[tuple[int, int]] = set()
+        self.allowed: set[int] = set()
         self._rest = b""
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -70,18 +77,18 @@ class Channel:
         while view:
             view = view[os.write(self.out_fd, view):]
 
-    def wait_go(self) -> bool:
-        """Block until the planner says go; False when it is gone (its end of the pipe closed)."""
-        while not self.go:
+    def wait_go(self, k: int) -> bool:
+        """Block until the planner lets folder `k` start; False when the planner is gone."""
+        while k not in self.allowed:
             select.select([self.in_fd], [], [], 5.0)
             if not self._read() or os.getppid() == 1:
                 return False
         return True
 
-    def claimed(self) -> set[int]:
-        """The positions the planner has claimed so far."""
+    def claimed(self, k: int, n: int) -> bool:
+        """Whether the planner has claimed block `n` of folder `k`."""
         self._read()
-        return self.claims
+        return (k, n) in self.claims
 
     def _read(self) -> bool:
         """Take in what the planner wrote; False at the end of the pipe."""
@@ -93,40 +100,46 @@ class Channel:
             if not chunk:
                 return False
             data = self._rest + chunk
-            whole = len(data) - len(data) % 4
-            for (value,) in struct.iter_unpack("<I", data[:whole]):
-                if value == GO:
-                    self.go = True
+            whole = len(data) - len(data) % _CLAIM.size
+            for k, n in _CLAIM.iter_unpack(data[:whole]):
+                if n == GO:
+                    self.allowed.add(k)
                 else:
-                    self.claims.add(value)
+                    self.claims.add((k, n))
             self._rest = data[whole:]
 
 
 class Helper:
-    """The planner's side of one folder's helper."""
+    """The planner's side of the helper: what it sent, by folder position."""
 
-    def __init__(self, rel: str, pid: int, in_fd: int, out_fd: int) -> None:
-        self.rel, self.pid, self.in_fd, self.out_fd = rel, pid, in_fd, out_fd
-        self.layout: bytes | None = None
-        self.started: set[int] = set()
-        self.found: dict[int, Any] = {}
+    def __init__(self, rels: list[str], pid: int, in_fd: int, out_fd: int) -> None:
+        self.position = {rel: k for k, rel in enumerate(rels)}
+        self.pid, self.in_fd, self.out_fd = pid, in_fd, out_fd
+        self.layouts: dict[int, bytes] = {}
+        self.started: dict[int, set[int]] = {}
+        self.found: dict[int, dict[int, Any]] = {}
+        self.done: set[int] = set()  # folders it has sent all it will of
         self.ended = False  # its pipe closed: nothing more will come
-        self.failed = False
         self._buf = bytearray()
 
-    def go(self) -> None:
-        """Let the helper start on its folder."""
-        self._write(GO)
+    def go(self, k: int) -> None:
+        """Let the helper start folder `k`."""
+        self._write(k, GO)
 
-    def claim(self, n: int) -> None:
-        """Tell the helper the planner searches block `n` (a claim it misses costs only time)."""
-        self._write(n)
+    def claim(self, k: int, n: int) -> None:
+        """Tell the helper the planner searches block `n` of folder `k` (a claim it misses
+        costs only time)."""
+        self._write(k, n)
 
-    def _write(self, value: int) -> None:
+    def _write(self, k: int, n: int) -> None:
         if self.ended:
             return
         with contextlib.suppress(OSError):  # (full, or the helper gone: only time is lost)
-            os.write(self.out_fd, _HEAD.pack(value))
+            os.write(self.out_fd, _CLAIM.pack(k, n))
+
+    def over(self, k: int) -> bool:
+        """Whether nothing more will come for folder `k`."""
+        return self.ended or k in self.done
 
     def poll(self, timeout: float = 0.0) -> None:
         """Take in what the helper sent, waiting up to `timeout` seconds for something."""
@@ -142,8 +155,9 @@ class Helper:
             except OSError:
                 chunk = b""
             if not chunk:
-                self._end(failed=False)
-                break
+                self._parse()
+                self._end()
+                return
             self._buf += chunk
         self._parse()
 
@@ -154,11 +168,9 @@ class Helper:
             if len(buf) - at - 4 < size:
                 break
             try:
-                message = pickle.loads(bytes(buf[at + 4:at + 4 + size]))
-                self._take(message)
+                self._take(pickle.loads(bytes(buf[at + 4:at + 4 + size])))
             except Exception:  # noqa: BLE001 (garbage: nothing more of it is trusted)
-                self.found.clear()
-                self.stop(failed=True)
+                self.stop()
                 return
             at += 4 + size
         del buf[:at]
@@ -166,56 +178,64 @@ class Helper:
     def _take(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
         if kind == "layout":
-            self.layout = message[1]
+            self.layouts[int(message[1])] = bytes(message[2])
         elif kind == "start":
-            self.started.add(int(message[1]))
+            self.started.setdefault(int(message[1]), set()).add(int(message[2]))
         elif kind == "found":
-            self.found[int(message[1])] = message[2]
+            self.found.setdefault(int(message[1]), {})[int(message[2])] = message[3]
+        elif kind == "done":
+            self.done.add(int(message[1]))
         elif kind == "end":
             parallel.workers_peak_kb = max(parallel.workers_peak_kb, int(message[1]))
         else:
             raise ValueError(kind)
 
-    def wait(self, positions: set[int], deadline: float) -> None:
-        """Wait until the helper has sent every block of `positions` it began, or ended, or
-        `deadline` passed (then it is stopped)."""
-        while not self.ended and any(n in self.started and n not in self.found for n in positions):
+    def wait(self, k: int, positions: set[int], deadline: float) -> bool:
+        """Wait until the helper has sent every block of folder `k` at `positions` it began,
+        or will send nothing more of it; False when `deadline` passed first (it is stopped)."""
+        while not self.over(k) and any(n in self.started.get(k, ()) and n not in self.found.get(k, {})
+                                       for n in positions):
             left = deadline - time.monotonic()
             if left <= 0:
-                self.stop(failed=True)
-                return
+                self.stop()
+                return False
             self.poll(min(left, 1.0))
+        return True
 
-    def wait_end(self, deadline: float) -> None:
-        """Wait a little for the helper to end by itself (its last message: its memory)."""
-        while not self.ended and time.monotonic() < deadline:
-            self.poll(max(0.0, min(deadline - time.monotonic(), 0.05)) or 0.001)
+    def forget(self, k: int) -> None:
+        """Folder `k` is planned: what the helper sent of it serves no one now."""
+        self.layouts.pop(k, None)
+        self.started.pop(k, None)
+        self.found.pop(k, None)
 
-    def _end(self, failed: bool) -> None:
+    def _end(self) -> None:
         if not self.ended:
             self.ended = True
             for fd in (self.in_fd, self.out_fd):
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.failed = self.failed or failed
 
-    def stop(self, failed: bool = False) -> None:
+    def stop(self) -> None:
         """End the helper (killed if still at work) and reap it."""
         if self.pid:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
-        self._end(failed)
-        self.reap()
-
-    def reap(self) -> None:
+        self._end()
         if self.pid:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
             self.pid = 0
 
+    def finish(self, deadline: float) -> None:
+        """At the end of the run: wait a little for the helper to end by itself (its last
+        message tells its memory), then stop it."""
+        while not self.ended and time.monotonic() < deadline:
+            self.poll(0.02)
+        self.stop()
 
-def start(rel: str, body: Callable[[Channel], None]) -> Helper | None:
-    """Fork a helper that runs `body` (after the planner's go); None when none can be forked."""
+
+def start(rels: list[str], body: Callable[[Channel], None]) -> Helper | None:
+    """Fork the helper for folders `rels`, running `body`; None when it cannot be forked."""
     try:
         res_r, res_w = os.pipe()
     except OSError:
@@ -242,11 +262,10 @@ def start(rel: str, body: Callable[[Channel], None]) -> Helper | None:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.set_blocking(cl_r, False)
             channel = Channel(res_w, cl_r)
-            if channel.wait_go():
-                body(channel)
-                channel.send(("end", parallel.private_kb()))
+            body(channel)
+            channel.send(("end", parallel.private_kb()))
             code = 0
-        except BaseException:  # noqa: BLE001 (a helper never reports: the planner does its work)
+        except BaseException:  # noqa: BLE001 (the helper never reports: the planner does its work)
             code = 1
         finally:
             os._exit(code)
@@ -254,4 +273,4 @@ def start(rel: str, body: Callable[[Channel], None]) -> Helper | None:
     os.close(cl_r)
     os.set_blocking(res_r, False)
     os.set_blocking(cl_w, False)
-    return Helper(rel, pid, res_r, cl_w)
+    return Helper(rels, pid, res_r, cl_w)

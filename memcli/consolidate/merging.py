@@ -132,9 +132,10 @@ class DuplicateMerging(MergeGroups):
         A dry run only: a real run's pair search also fills the caches it leaves behind."""
         if self.opts.warm_caches or self.vectors is not None:
             return {}
-        helper = self._helpers.pop(blocks[0][0].folder.rel, None) if blocks else None
-        if helper is not None:
-            return self._search_beside(helper, blocks)
+        helper = self._helper
+        k = helper.position.get(blocks[0][0].folder.rel) if helper is not None and blocks else None
+        if helper is not None and k is not None:
+            return self._search_beside(helper, k, blocks)
         if len(blocks) < 2:
             return {}
         from memcli.consolidate import parallel
@@ -162,72 +163,79 @@ class DuplicateMerging(MergeGroups):
 
         return parallel.run_shares(search, split)
 
-    # ------------------------------------------------------------ a folder searched beside its helper
+    # ------------------------------------------------------------ folders searched beside a helper
 
-    _helpers: dict[str, ahead.Helper] = {}  # folder -> its helper, not yet used (Planner.run)
+    _helper: ahead.Helper | None = None  # the run's helper (Planner._start_helper), if any
     _next_rel: str | None = None  # the folder planned after this one
-    _twins: dict[str, list[str]] = {}  # ids in two folders (Store.duplicate_ids), for helpers' loads
+    _twins: dict[str, list[str]] = {}  # ids in two folders (Store.duplicate_ids), for the helper's loads
 
     def _helper_go(self, rel: str | None) -> None:
-        """Let folder `rel`'s helper start (when it has one): the planner is done searching
+        """Let the helper start folder `rel` (when it is one of its): the planner has searched
         the folder before it, so the helper's work runs beside the planner's, not against it."""
-        helper = self._helpers.get(rel) if rel is not None else None
-        if helper is not None:
-            helper.go()
+        helper = self._helper
+        if helper is not None and rel is not None and rel in helper.position:
+            helper.go(helper.position[rel])
 
-    def _ahead_body(self, folder: Folder, names: list[str] | None, channel: ahead.Channel) -> None:
-        """(In a helper.) Load `folder` as the planner will, and search its blocks costliest
-        first, each unless the planner has claimed it, sending each block's findings."""
-        self._load_folder(folder, self._twins, names)
-        blocks = self._ordered(self._blocks())
-        channel.send(("layout", ahead.layout(blocks)))
-        costs = self._block_costs(blocks)
-        for n in sorted(range(len(blocks)), key=lambda n: (-costs[n], n)):
-            if n in channel.claimed():
-                continue
-            channel.send(("start", n))
-            found = self._search_block(blocks[n])
-            for item in blocks[n]:  # (the records read serve no one now)
-                item.mem.forget()
-            channel.send(("found", n, found))
+    def _ahead_body(self, folders: list[Folder], auto: list[bool], names: dict[str, list[str] | None],
+                    channel: ahead.Channel) -> None:
+        """(In the helper.) Each of `folders` in turn (folder k once the planner lets it start,
+        unless `auto[k]`: it follows the one before in the run), loaded as the planner loads
+        it, its blocks searched costliest first, each unless the planner claimed it first."""
+        for k, folder in enumerate(folders):
+            if not auto[k] and not channel.wait_go(k):
+                return
+            self._load_folder(folder, self._twins, names.get(folder.rel))
+            blocks = self._ordered(self._blocks())
+            channel.send(("layout", k, ahead.layout(blocks)))
+            costs = self._block_costs(blocks)
+            for n in sorted(range(len(blocks)), key=lambda n: (-costs[n], n)):
+                if channel.claimed(k, n):
+                    continue
+                channel.send(("start", k, n))
+                found = self._search_block(blocks[n])
+                for item in blocks[n]:  # (the records read serve no one now)
+                    item.mem.forget()
+                channel.send(("found", k, n, found))
+            channel.send(("done", k))
+            # the folder let go, as the planner lets it go (its caches too: none is saved here)
+            self._close_files()
+            self.live, self._all_loaded, self.features = {}, [], {}
+            self.sigs.pop(folder.rel, None)
+            self.pair_caches.pop(folder.rel, None)
 
     def _block_costs(self, blocks: list[list[Live]]) -> list[float]:
         cache = self._pair_cache_of(blocks[0][0].folder) if blocks else None
         covered = cache.covered if cache is not None else frozenset()
         return [block_work(block, covered) for block in blocks]
 
-    def _search_beside(self, helper: ahead.Helper, blocks: list[list[Live]]) -> dict[int, Found]:
-        """The folder's pairs and verdicts, found with its helper: the planner searches the
-        blocks cheapest first, skipping those the helper has begun (which goes costliest
-        first), then takes the helper's findings, provided its folder came out the same, and
-        searches itself whatever is still missing. Exact whatever the helper did or did not do."""
+    def _search_beside(self, helper: ahead.Helper, k: int, blocks: list[list[Live]]) -> dict[int, Found]:
+        """The pairs and verdicts of the helper's folder `k`: the planner searches its blocks
+        cheapest first, skipping those the helper has begun (it goes costliest first), then
+        takes the helper's findings, provided its folder came out the same, and searches
+        whatever is still missing. Exact whatever the helper did or did not do."""
         from memcli.consolidate import parallel
 
         costs = self._block_costs(blocks)
         mine = ahead.layout(blocks)
         found: dict[int, Found] = {}
         began = time.monotonic()
-        try:
-            for n in sorted(range(len(blocks)), key=lambda n: (costs[n], n)):
-                helper.poll()
-                if helper.layout is not None and helper.layout != mine:
-                    helper.stop(failed=True)  # (its folder is not this one: nothing of it is used)
-                    helper.found.clear()
-                if n in helper.found or (n in helper.started and not helper.ended):
-                    continue
-                helper.claim(n)
-                found[n] = self._search_block(blocks[n])
+        for n in sorted(range(len(blocks)), key=lambda n: (costs[n], n)):
+            helper.poll()
+            if helper.layouts.get(k, mine) == mine and (
+                    n in helper.found.get(k, {}) or (n in helper.started.get(k, ()) and not helper.over(k))):
+                continue
+            helper.claim(k, n)
+            found[n] = self._search_block(blocks[n])
+        missing = set(range(len(blocks))) - found.keys()
+        if missing:
             waited = max(parallel.WAIT_MIN_S, parallel.WAIT_FACTOR * (time.monotonic() - began))
-            helper.wait(set(range(len(blocks))) - found.keys(), time.monotonic() + waited)
-            if helper.layout == mine:
-                for n, theirs in helper.found.items():
+            helper.wait(k, missing, time.monotonic() + waited)
+            if helper.layouts.get(k) == mine:
+                for n, theirs in helper.found.get(k, {}).items():
                     found.setdefault(n, theirs)
-            for n in range(len(blocks)):
-                if n not in found:
-                    found[n] = self._search_block(blocks[n])
-            helper.wait_end(time.monotonic() + 0.1)
-        finally:
-            helper.stop()
+            for n in sorted(missing - found.keys()):
+                found[n] = self._search_block(blocks[n])
+        helper.forget(k)
         return found
 
     def _search_block(self, block: list[Live]) -> Found:

@@ -89,7 +89,7 @@ class Planner(LaterRules):
             folders = self._scope_folders()
             listings: dict[str, list[str]] = {}
             twins = self._twins = self.store.duplicate_ids(listings)
-            self._helpers = self._start_helpers(folders, listings)
+            helper = self._helper = self._start_helper(folders, listings)
             try:
                 for position, folder in enumerate(folders):
                     self._next_rel = folders[position + 1].rel if position + 1 < len(folders) else None
@@ -97,15 +97,18 @@ class Planner(LaterRules):
                         self._helper_go(folder.rel)
                     self._load_folder(folder, twins, listings.pop(folder.rel, None))  # then let go
                     self._apply_rules()
-                    unused = self._helpers.pop(folder.rel, None)  # (a folder with no block)
-                    if unused is not None:
-                        unused.stop()
+                    if helper is not None and folder.rel in helper.position:
+                        helper.forget(helper.position[folder.rel])  # (a folder with no block)
                     self._release(folder)
                     self._progress("planning", position + 1, len(folders))
-            finally:
-                for helper in self._helpers.values():  # (unused: a folder with no blocks, or an error)
+            except BaseException:
+                if helper is not None:
                     helper.stop()
-                self._helpers = {}
+                raise
+            finally:
+                self._helper = None
+            if helper is not None:
+                helper.finish(time.monotonic() + FINISH_S)
             self.plan.covered = [f.rel for f in folders]
             if self.opts.trigger in WHOLE_STORE and self.opts.folders is None:
                 # a whole-store run also covers a folder its promotions create: it saw (wrote)
@@ -116,31 +119,34 @@ class Planner(LaterRules):
         self.plan.flagged_done = [p for p in self.flagged if all(i in self.seen for i in p)]
         self.plan.actions.sort(key=lambda action: _RULE_RANK.get(action.type, 0))
 
-    def _start_helpers(self, folders: list[Folder], listings: dict[str, list[str]]) -> dict[str, ahead.Helper]:
-        """(A full dry run.) A helper process for each folder whose pair search is worth one
-        (:mod:`memcli.consolidate.ahead`), forked now, while the planner holds no folder: the
-        pages it copies are few. None where the search stays serial (see
-        `DuplicateMerging._search_ahead`), and none for a folder whose pair cache is there
+    def _start_helper(self, folders: list[Folder], listings: dict[str, list[str]]) -> ahead.Helper | None:
+        """(A full dry run.) The helper process that searches folders' blocks beside the planner
+        (:mod:`memcli.consolidate.ahead`), forked now, while the planner holds no folder: it
+        copies few pages. None where the search stays serial (see
+        `DuplicateMerging._search_ahead`) or no folder is the helper's: fewer than
+        `ahead.AHEAD_MIN` memories or more than `ahead.AHEAD_MAX`, or a pair cache there
         (a steady-state run: little to compare)."""
         from memcli.consolidate import parallel
 
-        if self.opts.warm_caches or self.vectors is not None or parallel.jobs() < 2 or not parallel.may_fork():
-            return {}
+        if self.opts.warm_caches or self.vectors is not None:
+            return None
+        if parallel.jobs() < 2 or not parallel.may_fork():
+            return None
         from memcli.store.index import PAIRS_NAME
 
-        wanted = [f for f in folders if ahead.AHEAD_MIN <= len(listings.get(f.rel, ())) <= ahead.AHEAD_MAX
-                  and not (f.cache() / PAIRS_NAME).exists()][:ahead.MAX_HELPERS]
+        wanted = [f for f in folders if ahead.AHEAD_MIN <= len(listings.get(f.rel) or ()) <= ahead.AHEAD_MAX
+                  and not (f.cache() / PAIRS_NAME).exists()]
         if not wanted:
-            return {}
-        import memcli.consolidate.candidates  # noqa: F401  (numpy: imported once, before the forks)
+            return None
+        import memcli.consolidate.candidates  # noqa: F401  (numpy: imported once, before the fork)
 
-        helpers: dict[str, ahead.Helper] = {}
-        for folder in wanted:
-            names = listings.get(folder.rel)
-            helper = ahead.start(folder.rel, lambda channel, f=folder, n=names: self._ahead_body(f, n, channel))
-            if helper is not None:
-                helpers[folder.rel] = helper
-        return helpers
+        at = {f.rel: n for n, f in enumerate(folders)}
+        # the helper goes on to its next folder by itself when that one comes next in the run,
+        # else it waits for the planner's go (a folder between is searched by workers of its own)
+        auto = [at[f.rel] == (at[wanted[k - 1].rel] + 1 if k else 0) for k, f in enumerate(wanted)]
+        names = {f.rel: listings.get(f.rel) for f in wanted}
+        return ahead.start([f.rel for f in wanted],
+                           lambda channel: self._ahead_body(wanted, auto, names, channel))
 
     def _apply_rules(self) -> None:
         wanted = LIGHT_RULES.get(self.opts.trigger, ALL_RULES)
@@ -207,6 +213,7 @@ class Planner(LaterRules):
         self.plan.actions = kept
 
 
+FINISH_S = 0.2  # how long the run waits for its helper to end by itself (then stopped)
 # A folder of this many memories leaves tens of MB of freed heap behind (see `give_back_freed`).
 TRIM_FROM = 10_000
 _trim: Any = None
