@@ -168,6 +168,7 @@ class DuplicateMerging(MergeGroups):
     _helper: ahead.Helper | None = None  # the run's helper (Planner._start_helper), if any
     _next_rel: str | None = None  # the folder planned after this one
     _twins: dict[str, list[str]] = {}  # ids in two folders (Store.duplicate_ids), for the helper's loads
+    _in_helper = False  # (this process is the helper)
 
     def _helper_go(self, rel: str | None) -> None:
         """Let the helper start folder `rel` (when it is one of its): the planner has searched
@@ -180,21 +181,22 @@ class DuplicateMerging(MergeGroups):
                     channel: ahead.Channel) -> None:
         """(In the helper.) Each of `folders` in turn (folder k once the planner lets it start,
         unless `auto[k]`: it follows the one before in the run), loaded as the planner loads
-        it, its blocks searched costliest first, each unless the planner claimed it first."""
+        it, its jobs (:meth:`_jobs`) searched costliest first, each unless the planner claimed
+        it first."""
+        self._in_helper = True
         for k, folder in enumerate(folders):
             if not auto[k] and not channel.wait_go(k):
                 return
             self._load_folder(folder, self._twins, names.get(folder.rel))
             blocks = self._ordered(self._blocks())
             channel.send(("layout", k, ahead.layout(blocks)))
-            costs = self._block_costs(blocks)
-            for n in sorted(range(len(blocks)), key=lambda n: (-costs[n], n)):
+            jobs = self._jobs(blocks)
+            costs = self._job_costs(blocks, jobs)
+            for n in sorted(range(len(jobs)), key=lambda n: (-costs[n], n)):
                 if channel.claimed(k, n):
                     continue
                 channel.send(("start", k, n))
-                found = self._search_block(blocks[n])
-                for item in blocks[n]:  # (the records read serve no one now)
-                    item.mem.forget()
+                found = self._search_job(blocks, jobs[n])
                 channel.send(("found", k, n, found))
             channel.send(("done", k))
             # the folder let go, as the planner lets it go (its caches too: none is saved here)
@@ -203,30 +205,60 @@ class DuplicateMerging(MergeGroups):
             self.sigs.pop(folder.rel, None)
             self.pair_caches.pop(folder.rel, None)
 
-    def _block_costs(self, blocks: list[list[Live]]) -> list[float]:
+    def _jobs(self, blocks: list[list[Live]]) -> list[tuple[int, list[int] | None]]:
+        """A folder's search as jobs the planner and its helper share: (block, the members of
+        one of its pieces, or None: the whole block); a large block in pieces that are searched
+        apart exactly (:mod:`memcli.consolidate.pieces`)."""
+        from memcli.consolidate import pieces
+
+        jobs: list[tuple[int, list[int] | None]] = []
+        for n, block in enumerate(blocks):
+            large = len(block) >= 2 * pieces.LEAST
+            split = pieces.split(self._tag_filter(block), len(block)) if large else None
+            jobs += [(n, None)] if split is None else [(n, piece) for piece in split]
+        return jobs
+
+    def _job_costs(self, blocks: list[list[Live]], jobs: list[tuple[int, list[int] | None]]) -> list[float]:
         cache = self._pair_cache_of(blocks[0][0].folder) if blocks else None
         covered = cache.covered if cache is not None else frozenset()
-        return [block_work(block, covered) for block in blocks]
+        return [block_work(blocks[n] if members is None else [blocks[n][i] for i in members], covered)
+                for n, members in jobs]
+
+    def _search_job(self, blocks: list[list[Live]], job: tuple[int, list[int] | None]) -> Found:
+        """A job's pairs, verdicts and members gone bad, by their positions in its block; the
+        records it read let go (the helper's: they serve no one now)."""
+        n, members = job
+        block = blocks[n] if members is None else [blocks[n][i] for i in members]
+        pairs, verdicts, bad = self._search_block(block)
+        if self._in_helper:
+            for item in block:
+                item.mem.forget()
+        if members is None:
+            return pairs, verdicts, bad
+        return ({(members[i], members[j]): score for (i, j), score in pairs.items()},
+                {(members[i], members[j]): verdict for (i, j), verdict in verdicts.items()},
+                [members[i] for i in bad])
 
     def _search_beside(self, helper: ahead.Helper, k: int, blocks: list[list[Live]]) -> dict[int, Found]:
-        """The pairs and verdicts of the helper's folder `k`: the planner searches its blocks
-        cheapest first, skipping those the helper has begun (it goes costliest first), then
-        takes the helper's findings, provided its folder came out the same, and searches
-        whatever is still missing. Exact whatever the helper did or did not do."""
+        """The pairs and verdicts of the helper's folder `k`: the planner takes its jobs
+        (:meth:`_jobs`) cheapest first, skipping those the helper has begun (it goes costliest
+        first), then takes the helper's findings, provided its folder came out the same, and
+        searches whatever is still missing. Exact whatever the helper did or did not do."""
         from memcli.consolidate import parallel
 
-        costs = self._block_costs(blocks)
+        jobs = self._jobs(blocks)
+        costs = self._job_costs(blocks, jobs)
         mine = ahead.layout(blocks)
         found: dict[int, Found] = {}
         began = time.monotonic()
-        for n in sorted(range(len(blocks)), key=lambda n: (costs[n], n)):
+        for n in sorted(range(len(jobs)), key=lambda n: (costs[n], n)):
             helper.poll()
             if helper.layouts.get(k, mine) == mine and (
                     n in helper.found.get(k, {}) or (n in helper.started.get(k, ()) and not helper.over(k))):
                 continue
             helper.claim(k, n)
-            found[n] = self._search_block(blocks[n])
-        missing = set(range(len(blocks))) - found.keys()
+            found[n] = self._search_job(blocks, jobs[n])
+        missing = set(range(len(jobs))) - found.keys()
         if missing:
             waited = max(parallel.WAIT_MIN_S, parallel.WAIT_FACTOR * (time.monotonic() - began))
             helper.wait(k, missing, time.monotonic() + waited)
@@ -234,9 +266,20 @@ class DuplicateMerging(MergeGroups):
                 for n, theirs in helper.found.get(k, {}).items():
                     found.setdefault(n, theirs)
             for n in sorted(missing - found.keys()):
-                found[n] = self._search_block(blocks[n])
+                found[n] = self._search_job(blocks, jobs[n])
         helper.forget(k)
-        return found
+        by_block: dict[int, Found] = {}
+        for n, (block_at, _) in enumerate(jobs):  # (a block's pieces, in order)
+            pairs, verdicts, bad = found[n]
+            if block_at not in by_block:
+                by_block[block_at] = ({}, {}, [])
+            into = by_block[block_at]
+            into[0].update(pairs)
+            into[1].update(verdicts)
+            into[2].extend(bad)
+        for _, _, bad in by_block.values():
+            bad.sort()
+        return by_block
 
     def _search_block(self, block: list[Live]) -> Found:
         """A block's similar pairs (as :meth:`_searched`), the guards' verdicts on every pair
