@@ -19,7 +19,7 @@ LEAST = ALL_PAIRS_MAX + 1  # the fewest members a piece has (searched by signatu
 TARGET = 150  # about this many members a piece: small enough to share a folder's search evenly
 
 
-def split(allowed: PairFilter | None, size: int, target: int = TARGET) -> list[list[int]] | None:
+def split(allowed: PairFilter | None, size: int, target: int | None = None) -> list[list[int]] | None:
     """The positions ``0..size-1`` of a block (with the tag filter `allowed`) in pieces of at
     least :data:`LEAST` and about `target` members that no allowed pair crosses, each in
     ascending order; None when the block is not cut (no filter, or one piece)."""
@@ -39,7 +39,7 @@ def split(allowed: PairFilter | None, size: int, target: int = TARGET) -> list[l
             root[max(ra, rb)] = min(ra, rb)
     groups = [find(label) for label in allowed.labels]
     sizes = Counter(groups)
-    target = max(target, LEAST)
+    target = max(TARGET if target is None else target, LEAST)
     piece_of: dict[int, int] = {}
     filled: list[int] = []
     for group in groups:  # groups in the order of their first member; each whole in one piece
