@@ -27,7 +27,6 @@ start folder ``k``."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import pickle
@@ -246,8 +245,10 @@ def start(rels: list[str], body: Callable[[Channel], None]) -> Helper | None:
         os.close(res_r)
         os.close(res_w)
         return None
-    with contextlib.suppress(OSError, AttributeError):  # (Linux: room for a folder's results)
-        fcntl.fcntl(res_w, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)  # type: ignore[attr-defined]
+    with contextlib.suppress(OSError, AttributeError, ImportError):  # (Linux: room for a folder's results)
+        import fcntl  # (not on Windows, where nothing is forked anyway)
+
+        fcntl.fcntl(res_w, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
     try:
         pid = os.fork()
     except OSError:
