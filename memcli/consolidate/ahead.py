@@ -40,6 +40,7 @@ from typing import Any
 from memcli.consolidate import parallel
 
 GO = 0xFFFFFFFF  # (not a block position)
+HELPER_ENV = "MEMCLI_HELPER"  # "0": no helper (folders shared out once loaded, as before it)
 # The helper takes a folder from this many memory files (fewer: its search is shorter than the
 # messages' and the folder's second load) up to `AHEAD_MAX` (more: the helper's own copy of the
 # loaded folder would add to the planner's at the run's peak; such a folder is shared out by
@@ -49,6 +50,12 @@ AHEAD_MAX = 20_000
 _PIPE_BYTES = 1 << 20  # results wait in the pipe while the planner is busy: room for a folder's
 _HEAD = struct.Struct("<I")
 _CLAIM = struct.Struct("<II")
+
+
+def wanted() -> bool:
+    """Whether a run may start a helper: unless `MEMCLI_HELPER` is 0 (for comparing the two
+    ways on one machine)."""
+    return os.environ.get(HELPER_ENV, "").strip() != "0"
 
 
 def layout(blocks: Iterable[list[Any]]) -> bytes:

@@ -128,7 +128,7 @@ class Planner(LaterRules):
         (a steady-state run: little to compare)."""
         from memcli.consolidate import parallel
 
-        if self.opts.warm_caches or self.vectors is not None:
+        if self.opts.warm_caches or self.vectors is not None or not ahead.wanted():
             return None
         if parallel.jobs() < 2 or not parallel.may_fork():
             return None
