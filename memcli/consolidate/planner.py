@@ -124,18 +124,21 @@ class Planner(LaterRules):
         (:mod:`memcli.consolidate.ahead`), forked now, while the planner holds no folder: it
         copies few pages. None where the search stays serial (see
         `DuplicateMerging._search_ahead`) or no folder is the helper's: fewer than
-        `ahead.AHEAD_MIN` memories or more than `ahead.AHEAD_MAX`, or a pair cache there
-        (a steady-state run: little to compare)."""
+        `ahead.AHEAD_MIN` memories or more than `ahead.AHEAD_MAX`, no index (a first run:
+        the helper's load would read every file) or a pair cache there (a steady-state run:
+        little to compare)."""
         from memcli.consolidate import parallel
 
         if self.opts.warm_caches or self.vectors is not None or not ahead.wanted():
             return None
         if parallel.jobs() < 2 or not parallel.may_fork():
             return None
-        from memcli.store.index import PAIRS_NAME
+        from memcli.store.index import INDEX_NAME, PAIRS_NAME
 
+        # (a folder with no index: loading it reads every file, in the helper as well, which
+        # then costs more than it saves)
         wanted = [f for f in folders if ahead.AHEAD_MIN <= len(listings.get(f.rel) or ()) <= ahead.AHEAD_MAX
-                  and not (f.cache() / PAIRS_NAME).exists()]
+                  and (f.path / INDEX_NAME).exists() and not (f.cache() / PAIRS_NAME).exists()]
         if not wanted:
             return None
         import memcli.consolidate.candidates  # noqa: F401  (numpy: imported once, before the fork)

@@ -238,6 +238,27 @@ def test_no_helper_for_a_real_run_a_steady_state_session_end_or_one_core(
     assert helped["started"] == 1
 
 
+def test_no_helper_for_a_folder_with_no_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              helped: dict[str, int]) -> None:
+    root = tmp_path / "s"
+    generate.generate(root, 600, shape="huge", dup_share=0.08)  # (never indexed)
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    _plan(root)
+    assert helped["started"] == 0
+    memories.reindex(Store(root))
+    (root / "agent" / "agent0" / "_index.json").unlink()
+    seen: list[dict[str, int]] = []
+    real = ahead.Helper.__init__
+
+    def init(self: Any, rels: list[str], *args: Any) -> None:
+        real(self, rels, *args)
+        seen.append(self.position)
+
+    monkeypatch.setattr(ahead.Helper, "__init__", init)
+    _plan(root)
+    assert helped["started"] == 1 and seen and "agent/agent0" not in seen[0] and len(seen[0]) == 3
+
+
 def test_the_planners_failure_stops_the_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                helped: dict[str, int]) -> None:
     root = _store(tmp_path, 600)
