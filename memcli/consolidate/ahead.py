@@ -1,5 +1,5 @@
-"""A helper that searches folders' blocks ahead of the planner: one worker process, forked when
-a full dry run starts (while the planner is small: few pages to copy), that loads the run's
+"""A helper that searches folders' blocks ahead of the planner (when `MEMCLI_HELPER=1`: see
+:func:`wanted`): one worker process, forked when a full dry run starts (while the planner is small: few pages to copy), that loads the run's
 folders one after the other as the planner will and searches each folder's blocks, costliest
 first. The planner searches the same folder's blocks cheapest first, skipping those the helper
 has begun; the two meet in the middle, so the split follows the time each really had. Once
@@ -40,7 +40,7 @@ from typing import Any
 from memcli.consolidate import parallel
 
 GO = 0xFFFFFFFF  # (not a block position)
-HELPER_ENV = "MEMCLI_HELPER"  # "0": no helper (folders shared out once loaded, as before it)
+HELPER_ENV = "MEMCLI_HELPER"  # "1": a helper where it may run (else folders shared out once loaded)
 # The helper takes a folder from this many memory files (fewer: its search is shorter than the
 # messages' and the folder's second load) up to `AHEAD_MAX` (more: the helper's own copy of the
 # loaded folder would add to the planner's at the run's peak; such a folder is shared out by
@@ -53,9 +53,11 @@ _CLAIM = struct.Struct("<II")
 
 
 def wanted() -> bool:
-    """Whether a run may start a helper: unless `MEMCLI_HELPER` is 0 (for comparing the two
-    ways on one machine)."""
-    return os.environ.get(HELPER_ENV, "").strip() != "0"
+    """Whether a run may start a helper: only when `MEMCLI_HELPER` is 1. Off by default: on
+    the loaded machine it was measured on, its gain (a shorter critical path by about the
+    half of the serial work it overlaps) was within the noise, while it costs the helper's
+    own load of each folder in CPU (see `bench/RESULTS.md`, "Cold dry run beside a helper")."""
+    return os.environ.get(HELPER_ENV, "").strip() == "1"
 
 
 def layout(blocks: Iterable[list[Any]]) -> bytes:

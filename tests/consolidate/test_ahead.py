@@ -125,6 +125,7 @@ def helped(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(pieces, "TARGET", pieces.LEAST)
     monkeypatch.setattr(parallel, "may_fork", lambda: True)
     monkeypatch.setenv(parallel.JOBS_ENV, "2")
+    monkeypatch.setenv(ahead.HELPER_ENV, "1")
     seen = {"found": 0, "started": 0, "pids": 0}
     real_take, real_start = ahead.Helper._take, ahead.start
 
@@ -224,9 +225,10 @@ def test_no_helper_for_a_real_run_a_steady_state_session_end_or_one_core(
     _plan(root)
     assert helped["started"] == 0
     monkeypatch.setattr(ahead, "AHEAD_MAX", 20_000)
-    monkeypatch.setenv(ahead.HELPER_ENV, "0")  # turned off: folders shared out as before
-    _plan(root)
-    assert helped["started"] == 0
+    for off in ("0", ""):  # off unless asked for: folders shared out as before
+        monkeypatch.setenv(ahead.HELPER_ENV, off)
+        _plan(root)
+        assert helped["started"] == 0
     monkeypatch.setenv(ahead.HELPER_ENV, "1")
     _plan(root)
     assert helped["started"] == 1
