@@ -1,8 +1,9 @@
 """A helper that searches folders' blocks ahead of the planner (when `MEMCLI_HELPER=1`: see
-:func:`wanted`): one worker process, forked when a full dry run starts (while the planner is small: few pages to copy), that loads the run's
-folders one after the other as the planner will and searches each folder's blocks, costliest
-first. The planner searches the same folder's blocks cheapest first, skipping those the helper
-has begun; the two meet in the middle, so the split follows the time each really had. Once
+:func:`wanted`): one worker process, forked when a full dry run starts (while the planner is
+small: few pages to copy), that loads the run's folders one after the other as the planner
+will and searches each folder's blocks (a large one in pieces, `pieces`), costliest first.
+The planner searches the same folder's blocks cheapest first, skipping those the helper has
+begun; the two meet in the middle, so the split follows the time each really had. Once
 the helper has nothing left in a folder it goes on to the next, while the planner finishes its
 last block, merges, applies the later rules, lets the folder go and loads the next: that work,
 serial before, now runs beside the helper's share of the next folder.
