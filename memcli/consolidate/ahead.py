@@ -28,17 +28,14 @@ start folder ``k``."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import pickle
-import select
-import signal
 import struct
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from memcli.consolidate import parallel
+# (pickle, select, signal and `parallel` are imported where a helper is started or heard:
+# a run that starts none, a session-end pass above all, does not load them)
 
 GO = 0xFFFFFFFF  # (not a block position)
 HELPER_ENV = "MEMCLI_HELPER"  # "1": a helper where it may run (else folders shared out once loaded)
@@ -65,6 +62,8 @@ def layout(blocks: Iterable[list[Any]]) -> bytes:
     """A digest of a folder's blocks as the duplicate rule searches them: each block's members
     in order, by id and content hash. The helper's and the planner's must be equal for the
     helper's pairs to be used (positions then mean the same memories)."""
+    import hashlib
+
     h = hashlib.blake2b(digest_size=16)
     for block in blocks:
         h.update(("\x1e".join(f"{i.mem.id}\x1f{i.mem.content_hash}" for i in block) + "\x1d").encode())
@@ -81,6 +80,8 @@ class Channel:
         self._rest = b""
 
     def send(self, message: tuple[Any, ...]) -> None:
+        import pickle
+
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(_HEAD.pack(len(data)) + data)
         while view:
@@ -88,6 +89,8 @@ class Channel:
 
     def wait_go(self, k: int) -> bool:
         """Block until the planner lets folder `k` start; False when the planner is gone."""
+        import select
+
         while k not in self.allowed:
             select.select([self.in_fd], [], [], 5.0)
             if not self._read() or os.getppid() == 1:
@@ -154,6 +157,8 @@ class Helper:
         """Take in what the helper sent, waiting up to `timeout` seconds for something."""
         if self.ended:
             return
+        import select
+
         if timeout > 0 and not select.select([self.in_fd], [], [], timeout)[0]:
             return
         while True:
@@ -171,6 +176,8 @@ class Helper:
         self._parse()
 
     def _parse(self) -> None:
+        import pickle
+
         buf, at = self._buf, 0
         while len(buf) - at >= 4:
             (size,) = _HEAD.unpack_from(buf, at)
@@ -195,6 +202,8 @@ class Helper:
         elif kind == "done":
             self.done.add(int(message[1]))
         elif kind == "end":
+            from memcli.consolidate import parallel
+
             parallel.workers_peak_kb = max(parallel.workers_peak_kb, int(message[1]))
         else:
             raise ValueError(kind)
@@ -226,6 +235,8 @@ class Helper:
 
     def stop(self) -> None:
         """End the helper (killed if still at work) and reap it."""
+        import signal
+
         if self.pid:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
@@ -245,6 +256,10 @@ class Helper:
 
 def start(rels: list[str], body: Callable[[Channel], None]) -> Helper | None:
     """Fork the helper for folders `rels`, running `body`; None when it cannot be forked."""
+    import signal
+
+    from memcli.consolidate import parallel
+
     try:
         res_r, res_w = os.pipe()
     except OSError:
