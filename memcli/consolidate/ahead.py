@@ -1,4 +1,4 @@
-"""A helper that searches folders' blocks ahead of the planner (when `MEMCLI_HELPER=1`: see
+"""A helper that searches folders' blocks ahead of the planner (unless `MEMCLI_HELPER=0`: see
 :func:`wanted`): one worker process, forked when a full dry run starts (while the planner is
 small: few pages to copy), that loads the run's folders one after the other as the planner
 will and searches each folder's blocks (a large one in pieces, `pieces`), costliest first.
@@ -38,7 +38,7 @@ from typing import Any
 # a run that starts none, a session-end pass above all, does not load them)
 
 GO = 0xFFFFFFFF  # (not a block position)
-HELPER_ENV = "MEMCLI_HELPER"  # "1": a helper where it may run (else folders shared out once loaded)
+HELPER_ENV = "MEMCLI_HELPER"  # "0": no helper (folders shared out once loaded, as before it)
 # The helper takes a folder from this many memory files (fewer: its search is shorter than the
 # messages' and the folder's second load) up to `AHEAD_MAX` (more: the helper's own copy of the
 # loaded folder would add to the planner's at the run's peak; such a folder is shared out by
@@ -51,11 +51,9 @@ _CLAIM = struct.Struct("<II")
 
 
 def wanted() -> bool:
-    """Whether a run may start a helper: only when `MEMCLI_HELPER` is 1. Off by default: on
-    the loaded machine it was measured on, its gain (a shorter critical path by about the
-    half of the serial work it overlaps) was within the noise, while it costs the helper's
-    own load of each folder in CPU (see `bench/RESULTS.md`, "Cold dry run beside a helper")."""
-    return os.environ.get(HELPER_ENV, "").strip() == "1"
+    """Whether a run may start a helper: unless `MEMCLI_HELPER` is 0 (to compare the two ways
+    on one machine: see `bench/RESULTS.md`, "Cold dry run beside a helper")."""
+    return os.environ.get(HELPER_ENV, "").strip() != "0"
 
 
 def layout(blocks: Iterable[list[Any]]) -> bytes:

@@ -225,11 +225,10 @@ def test_no_helper_for_a_real_run_a_steady_state_session_end_or_one_core(
     _plan(root)
     assert helped["started"] == 0
     monkeypatch.setattr(ahead, "AHEAD_MAX", 20_000)
-    for off in ("0", ""):  # off unless asked for: folders shared out as before
-        monkeypatch.setenv(ahead.HELPER_ENV, off)
-        _plan(root)
-        assert helped["started"] == 0
-    monkeypatch.setenv(ahead.HELPER_ENV, "1")
+    monkeypatch.setenv(ahead.HELPER_ENV, "0")  # turned off: folders shared out as before
+    _plan(root)
+    assert helped["started"] == 0
+    monkeypatch.delenv(ahead.HELPER_ENV)  # (on unless turned off)
     _plan(root)
     assert helped["started"] == 1
     engine.consolidate(Store(root))  # a real run: its search fills the caches
