@@ -3,37 +3,17 @@ guards, and the grey-zone pairs that go to the LLM."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Collection
 from operator import attrgetter
 
 from memcli.consolidate import rules
-from memcli.consolidate.groups import MergeGroups
 from memcli.consolidate.pairsearch import BlockTexts
 from memcli.consolidate.plantypes import DISCOVERY_FLOOR, Live
+from memcli.consolidate.searchahead import Found, SearchAhead, Verdicts
 from memcli.consolidate.similar import second_look, similar_pairs
 from memcli.store.model import VANISHED, Action
 
-Verdicts = dict[tuple[int, int], tuple[str, str, "str | None"]]  # (keeper, older) -> their hashes, verdict
-Found = tuple[dict[tuple[int, int], float], Verdicts, list[int]]  # pairs, verdicts, members gone bad
 
-
-def block_work(block: list[Live], covered: Collection[str] = ()) -> float:
-    """An estimate of a block's pair search, for sharing blocks out: the lengths of the texts
-    to compare (from the index entries; a guess for a memory read from its file) and a cost
-    per member; none for the members the folder's pair cache `covered` already compared
-    (a block all of whose members it covers is not compared at all)."""
-    from memcli.consolidate.parallel import PER_MEMBER
-
-    total = 0
-    for item in block:
-        if item.mem.content_hash not in covered:
-            length = item.mem.cached_text_len()
-            total += (1000 if length is None else length) + PER_MEMBER
-    return float(total)
-
-
-class DuplicateMerging(MergeGroups):
+class DuplicateMerging(SearchAhead):
     """Merges duplicates block by block."""
 
     _verdicts: Verdicts = {}  # the block being merged: guard verdicts found ahead
@@ -42,31 +22,19 @@ class DuplicateMerging(MergeGroups):
 
     def merge_duplicates(self) -> None:
         """Rule 3.1 over every (folder, type, subtype) block of the loaded memories."""
-        blocks: dict[tuple[str, str, str], list[Live]] = {}
-        for item in self.live.values():  # (every memory of the store: `takes_part`, `subtype` inline)
-            mem = item.mem
-            facts = mem.facts
-            if not facts.get("superseded_by") and "archived_at" not in facts:
-                subtype = facts.get("subtype") or ""
-                key = (item.folder.rel, mem.type, subtype if type(subtype) is str else str(subtype))
-                found = blocks.get(key)
-                if found is None:
-                    blocks[key] = [item]
-                else:
-                    found.append(item)
-        newest_first = attrgetter("key")
+        blocks = self._blocks()
         keys = sorted(blocks)
         if self.opts.trigger != "session_end":
-            for key in keys:
-                blocks[key].sort(key=newest_first, reverse=True)
-            ahead = self._search_ahead([blocks[key] for key in keys])
+            ordered = self._ordered(blocks)
+            ahead = self._search_ahead(ordered)
+            self._helper_go(self._next_rel)  # (the helper may start the next folder: this one is searched)
         for position, key in enumerate(keys):
             self._progress("comparing", position, len(blocks))
             block = blocks[key]
             if self.opts.trigger == "session_end":
                 if not any(i.changed for i in block):
                     continue
-                self._merge_block(sorted(block, key=newest_first, reverse=True))
+                self._merge_block(sorted(block, key=attrgetter("key"), reverse=True))
             else:
                 self._merge_block(block, ahead.pop(position, None))
         if self.opts.judge is not None:
@@ -106,42 +74,6 @@ class DuplicateMerging(MergeGroups):
         # let them go now, not with the folder. A folder of 56,000 memories in four blocks
         # held those of all four at once (about 100 MB), with its records still loaded.
         self.features.clear()
-
-    # ------------------------------------------------------------ pair search ahead, on every core
-
-    def _search_ahead(self, blocks: list[list[Live]]) -> dict[int, Found]:
-        """(A full run's folder.) The pairs and guard verdicts of the folder's blocks found
-        before any is merged, shared out over the cores (:mod:`memcli.consolidate.parallel`)
-        when the folder has work enough; {} (each block searched as it is merged) otherwise.
-        Exact: a block's pairs and verdicts depend on its members' files alone, and the
-        verdicts are used only while both memories are as they were found (:meth:`_known_guard`).
-        A dry run only: a real run's pair search also fills the caches it leaves behind."""
-        if self.opts.warm_caches or self.vectors is not None or len(blocks) < 2:
-            return {}
-        from memcli.consolidate import parallel
-
-        count = parallel.jobs()
-        if count < 2:
-            return {}
-        cache = self._pair_cache_of(blocks[0][0].folder)  # (loaded before a fork: workers read it)
-        covered = cache.covered if cache is not None else frozenset()
-        costs = [block_work(block, covered) for block in blocks]
-        if not any(costs) or sum(costs) < parallel.MIN_WORK or not parallel.may_fork():
-            return {}
-        self._folder_sigs(blocks[0][0].folder)
-        split = parallel.shares(costs, min(count, len(blocks)))
-        parent = os.getpid()
-
-        def search(share: list[int]) -> dict[int, Found]:
-            found: dict[int, Found] = {}
-            for n in share:
-                found[n] = self._search_block(blocks[n])
-                if os.getpid() != parent:  # a worker: the records it read serve no one now
-                    for item in blocks[n]:
-                        item.mem.forget()
-            return found
-
-        return parallel.run_shares(search, split)
 
     def _search_block(self, block: list[Live]) -> Found:
         """A block's similar pairs (as :meth:`_searched`), the guards' verdicts on every pair

@@ -135,7 +135,7 @@ def _start(work: Callable[[list[int]], dict[int, Any]], share: list[int]) -> tup
             os.close(read)
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # (Ctrl-C: the parent reports it)
             found = work(share)
-            data = pickle.dumps((found, _private_kb()), protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps((found, private_kb()), protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(data)
             while view:
                 view = view[os.write(write, view):]
@@ -169,11 +169,11 @@ def _collect(pid: int, fd: int, deadline: float) -> dict[int, Any] | None:
     if status != 0 or not chunks:
         return None
     try:
-        found, private_kb = pickle.loads(b"".join(chunks))
+        found, kb = pickle.loads(b"".join(chunks))
     except Exception:  # noqa: BLE001 (cut short: done again here)
         return None
     global workers_peak_kb
-    workers_peak_kb = max(workers_peak_kb, private_kb)
+    workers_peak_kb = max(workers_peak_kb, kb)
     return found if isinstance(found, dict) else None
 
 
@@ -185,7 +185,7 @@ def _collect(pid: int, fd: int, deadline: float) -> dict[int, Any] | None:
 workers_peak_kb = 0
 
 
-def _private_kb() -> int:
+def private_kb() -> int:
     """This process's private memory now, in KB (0 where /proc does not say)."""
     try:
         with open("/proc/self/smaps_rollup", "rb") as f:

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from memcli.consolidate import rules, runid
+from memcli.consolidate import ahead, rules, runid
 from memcli.consolidate.laterrules import LaterRules
 from memcli.consolidate.plantypes import ALL_RULES, LIGHT_RULES, WHOLE_STORE, Planning, RunOptions
 from memcli.store import journal, log, planned
@@ -88,12 +88,27 @@ class Planner(LaterRules):
         else:
             folders = self._scope_folders()
             listings: dict[str, list[str]] = {}
-            twins = self.store.duplicate_ids(listings)
-            for position, folder in enumerate(folders):
-                self._load_folder(folder, twins, listings.pop(folder.rel, None))  # then let go
-                self._apply_rules()
-                self._release(folder)
-                self._progress("planning", position + 1, len(folders))
+            twins = self._twins = self.store.duplicate_ids(listings)
+            helper = self._helper = self._start_helper(folders, listings)
+            try:
+                for position, folder in enumerate(folders):
+                    self._next_rel = folders[position + 1].rel if position + 1 < len(folders) else None
+                    if position == 0:
+                        self._helper_go(folder.rel)
+                    self._load_folder(folder, twins, listings.pop(folder.rel, None))  # then let go
+                    self._apply_rules()
+                    if helper is not None and folder.rel in helper.position:
+                        helper.forget(helper.position[folder.rel])  # (a folder with no block)
+                    self._release(folder)
+                    self._progress("planning", position + 1, len(folders))
+            except BaseException:
+                if helper is not None:
+                    helper.stop()
+                raise
+            finally:
+                self._helper = None
+            if helper is not None:
+                helper.finish(time.monotonic() + FINISH_S)
             self.plan.covered = [f.rel for f in folders]
             if self.opts.trigger in WHOLE_STORE and self.opts.folders is None:
                 # a whole-store run also covers a folder its promotions create: it saw (wrote)
@@ -103,6 +118,38 @@ class Planner(LaterRules):
             self.plan.memory_count = self._count_live()
         self.plan.flagged_done = [p for p in self.flagged if all(i in self.seen for i in p)]
         self.plan.actions.sort(key=lambda action: _RULE_RANK.get(action.type, 0))
+
+    def _start_helper(self, folders: list[Folder], listings: dict[str, list[str]]) -> ahead.Helper | None:
+        """(A full dry run.) The helper process that searches folders' blocks beside the planner
+        (:mod:`memcli.consolidate.ahead`), forked now, while the planner holds no folder: it
+        copies few pages. None where the search stays serial (see
+        `DuplicateMerging._search_ahead`) or no folder is the helper's: fewer than
+        `ahead.AHEAD_MIN` memories or more than `ahead.AHEAD_MAX`, no index (a first run:
+        the helper's load would read every file) or a pair cache there (a steady-state run:
+        little to compare)."""
+        from memcli.consolidate import parallel
+
+        if self.opts.warm_caches or self.vectors is not None or not ahead.wanted():
+            return None
+        if parallel.jobs() < 2 or not parallel.may_fork():
+            return None
+        from memcli.store.index import INDEX_NAME, PAIRS_NAME
+
+        # (a folder with no index: loading it reads every file, in the helper as well, which
+        # then costs more than it saves)
+        wanted = [f for f in folders if ahead.AHEAD_MIN <= len(listings.get(f.rel) or ()) <= ahead.AHEAD_MAX
+                  and (f.path / INDEX_NAME).exists() and not (f.cache() / PAIRS_NAME).exists()]
+        if not wanted:
+            return None
+        import memcli.consolidate.candidates  # noqa: F401  (numpy: imported once, before the fork)
+
+        at = {f.rel: n for n, f in enumerate(folders)}
+        # the helper goes on to its next folder by itself when that one comes next in the run,
+        # else it waits for the planner's go (a folder between is searched by workers of its own)
+        auto = [at[f.rel] == (at[wanted[k - 1].rel] + 1 if k else 0) for k, f in enumerate(wanted)]
+        names = {f.rel: listings.get(f.rel) for f in wanted}
+        return ahead.start([f.rel for f in wanted],
+                           lambda channel: self._ahead_body(wanted, auto, names, channel))
 
     def _apply_rules(self) -> None:
         wanted = LIGHT_RULES.get(self.opts.trigger, ALL_RULES)
@@ -169,6 +216,7 @@ class Planner(LaterRules):
         self.plan.actions = kept
 
 
+FINISH_S = 0.2  # how long the run waits for its helper to end by itself (then stopped)
 # A folder of this many memories leaves tens of MB of freed heap behind (see `give_back_freed`).
 TRIM_FROM = 10_000
 _trim: Any = None
