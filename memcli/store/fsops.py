@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from memcli.errors import UnsafePathError
+from memcli.store import letgo
 
 TMP_SUFFIX = ".tmp"
 # The store's own folders: everything below them is reached without following a link.
@@ -245,79 +246,17 @@ def write_replace(path: Path, data: bytes | Iterable[bytes | memoryview], durabl
             handle.sync()
 
 
-_released: list[int] = []  # replaced files held open, to be let go in this order
-_releasing = [False]  # a thread is letting them go
-_release_guard = _thread.allocate_lock()
-_all_released = _thread.allocate_lock()  # held while that thread runs (`released` waits on it)
-
-
 def _rename_over(handle: _Dir, tmp: str, name: str) -> None:
-    """Rename the temporary file `tmp` over `name` (one change). Renaming over a file frees
-    the one it replaces there and then, in the call: milliseconds for the 5-6 MB index of a
-    large folder (its pages dropped, its blocks freed and, where the file system discards
-    online, queued for discard), twice a session-end pass; and while one is freed, freeing
-    any other (the small mark written just after) waits for it. So the file replaced is held
-    open across the rename and let go by another thread, one after the other in the order
-    replaced, which frees them while this one goes on (close releases the GIL). The same
-    change at the same moment: only where the old files' space is given back differs. A file
-    another name still holds is not held (nothing to free)."""
-    held = _hold(handle, name)
+    """Rename the temporary file `tmp` over `name` (one change). The file replaced is held
+    open across the rename and let go by another thread (`letgo`): freeing a 5-6 MB index
+    took milliseconds in the rename call, and held up the next file's freeing."""
+    held = letgo.hold(handle.at(name), handle.dir_fd)
     _change()
     try:
         os.rename(handle.at(tmp), handle.at(name), src_dir_fd=handle.dir_fd, dst_dir_fd=handle.dir_fd)
     finally:
         if held is not None:
-            _release(held)
-
-
-def _hold(handle: _Dir, name: str) -> int | None:
-    if os.name != "posix":
-        return None
-    try:
-        fd = os.open(handle.at(name), os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC, dir_fd=handle.dir_fd)
-    except OSError:
-        return None  # no such file yet (or not one to open): nothing to hold
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        st = None
-    if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _release(fd: int) -> None:
-    with _release_guard:
-        _released.append(fd)
-        if _releasing[0]:
-            return  # the thread letting them go takes this one too
-        _releasing[0] = True
-        _all_released.acquire()
-    try:
-        _thread.start_new_thread(_let_go, ())
-    except RuntimeError:  # no thread to be had: let go here
-        _let_go()
-
-
-def _let_go() -> None:
-    while True:
-        with _release_guard:
-            if not _released:
-                _releasing[0] = False
-                _all_released.release()
-                return
-            fd = _released.pop(0)
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def released(timeout: float = 10.0) -> bool:
-    """Wait until every replaced file held by `_rename_over` is let go (for tests)."""
-    if not _all_released.acquire(timeout=timeout):
-        return False
-    _all_released.release()
-    return True
+            letgo.release(held)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memcli.store import fsops
+from memcli.store import fsops, letgo
 
 
 @pytest.fixture
@@ -416,7 +416,7 @@ def test_a_file_replaced_is_let_go_by_another_thread(root: Path, monkeypatch: py
     start = fsops.change_count()
     fsops.write_replace(big, b"new big")
     fsops.write_replace(small, b"new small")
-    assert fsops.released()
+    assert letgo.released()
     monkeypatch.undo()
     assert fsops.change_count() - start == 4  # the same changes: a temporary file and a rename each
     assert big.read_bytes() == b"new big" and small.read_bytes() == b"new small"
@@ -435,8 +435,8 @@ def test_a_file_with_another_name_is_not_held(root: Path) -> None:
     os.link(big, root / "archive" / "kept.json")  # (as a run's pre-image is): replacing frees nothing
     handle = fsops._Dir(folder)
     try:
-        assert fsops._hold(handle, "big.json") is None
-        assert fsops._hold(handle, "missing.json") is None
+        assert letgo.hold(handle.at("big.json"), handle.dir_fd) is None
+        assert letgo.hold(handle.at("missing.json"), handle.dir_fd) is None
     finally:
         handle.close()
     fsops.write_replace(big, b"new")
