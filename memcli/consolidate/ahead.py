@@ -254,8 +254,6 @@ class Helper:
 
 def start(rels: list[str], body: Callable[[Channel], None]) -> Helper | None:
     """Fork the helper for folders `rels`, running `body`; None when it cannot be forked."""
-    import signal
-
     from memcli.consolidate import parallel
 
     try:
@@ -272,27 +270,18 @@ def start(rels: list[str], body: Callable[[Channel], None]) -> Helper | None:
         import fcntl  # (not on Windows, where nothing is forked anyway)
 
         fcntl.fcntl(res_w, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-    try:
-        pid = os.fork()
-    except OSError:
+
+    def run() -> None:
+        os.set_blocking(cl_r, False)
+        channel = Channel(res_w, cl_r)
+        body(channel)
+        channel.send(("end", parallel.private_kb()))
+
+    pid = parallel.fork_child(run, [res_r, cl_w])
+    if pid is None:
         for fd in (res_r, res_w, cl_r, cl_w):
             os.close(fd)
         return None
-    if pid == 0:  # the helper: never returns
-        code = 1
-        try:
-            os.close(res_r)
-            os.close(cl_w)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.set_blocking(cl_r, False)
-            channel = Channel(res_w, cl_r)
-            body(channel)
-            channel.send(("end", parallel.private_kb()))
-            code = 0
-        except BaseException:  # noqa: BLE001 (the helper never reports: the planner does its work)
-            code = 1
-        finally:
-            os._exit(code)
     os.close(res_w)
     os.close(cl_r)
     os.set_blocking(res_r, False)

@@ -117,34 +117,48 @@ def run_shares(work: Callable[[list[int]], dict[int, Any]], split: list[list[int
     return done
 
 
+def fork_child(body: Callable[[], None], closes: Sequence[int]) -> int | None:
+    """Fork a child that closes the descriptors `closes`, runs `body` and leaves by
+    `os._exit` (0 once `body` returns, 1 on any exception: a child never reports, its parent
+    does the work); the child's pid, or None when none can be forked (a process limit, no
+    memory, a sandbox that refuses it)."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            for fd in closes:
+                os.close(fd)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # (Ctrl-C: the parent reports it)
+            body()
+            code = 0
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    return pid
+
+
 def _start(work: Callable[[list[int]], dict[int, Any]], share: list[int]) -> tuple[int, int] | None:
     """A worker doing `share`, as (pid, the read end of its pipe); None when none can be forked."""
     try:
         read, write = os.pipe()
     except OSError:
         return None
-    try:
-        pid = os.fork()
-    except OSError:  # (a process limit, no memory, a sandbox that refuses it)
-        os.close(read)
-        os.close(write)
-        return None
-    if pid == 0:  # the worker: never returns
-        code = 1
-        try:
-            os.close(read)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # (Ctrl-C: the parent reports it)
-            found = work(share)
-            data = pickle.dumps((found, private_kb()), protocol=pickle.HIGHEST_PROTOCOL)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write, view):]
-            code = 0
-        except BaseException:  # noqa: BLE001 (a worker never reports: the parent does its share)
-            code = 1
-        finally:
-            os._exit(code)
+
+    def body() -> None:
+        data = pickle.dumps((work(share), private_kb()), protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write, view):]
+
+    pid = fork_child(body, [read])
     os.close(write)
+    if pid is None:
+        os.close(read)
+        return None
     return pid, read
 
 
