@@ -60,6 +60,7 @@ class SearchAhead(MergeGroups):
         for block in blocks.values():
             block.sort(key=newest_first, reverse=True)
         return [blocks[key] for key in sorted(blocks)]
+
     # ------------------------------------------------------------ pair search ahead, on every core
 
     def _search_ahead(self, blocks: list[list[Live]]) -> dict[int, Found]:
@@ -221,6 +222,7 @@ class SearchAhead(MergeGroups):
         for _, _, bad in by_block.values():
             bad.sort()
         return by_block
+
     def _search_block(self, block: list[Live]) -> Found:
         """A block's pairs, verdicts and members gone bad (`DuplicateMerging`)."""
         raise NotImplementedError

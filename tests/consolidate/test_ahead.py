@@ -285,3 +285,30 @@ def test_a_helper_that_cannot_be_forked_leaves_the_search_to_the_planner(
 
     monkeypatch.setattr(os, "fork", refuse)
     assert _plan(root) == serial and helped["started"] == 0
+
+
+def test_the_helper_takes_folders_from_ahead_min_to_ahead_max_memories(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helped: dict[str, int]) -> None:
+    root = tmp_path / "s"
+    generate.generate(root, 600, shape="huge", dup_share=0.08)
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    memories.reindex(Store(root))
+    sizes = {f.rel: sum(1 for p in f.path.iterdir() if p.name.startswith("mem_"))
+             for f in Store(root).memory_folders()}
+    low, high = min(sizes.values()), max(sizes.values())
+    assert low < high  # (folders of different sizes: each edge below is met)
+    seen: list[dict[str, int]] = []
+    real = ahead.Helper.__init__
+
+    def init(self: Any, rels: list[str], *args: Any) -> None:
+        real(self, rels, *args)
+        seen.append(self.position)
+
+    monkeypatch.setattr(ahead.Helper, "__init__", init)
+    for least, most in ((low, high), (low + 1, high), (low, high - 1), (high, low)):
+        monkeypatch.setattr(ahead, "AHEAD_MIN", least)  # (both ends included)
+        monkeypatch.setattr(ahead, "AHEAD_MAX", most)
+        seen.clear()
+        _plan(root)
+        expected = {rel for rel, n in sizes.items() if least <= n <= most}
+        assert (set(seen[0]) if seen else set()) == expected, (least, most)
