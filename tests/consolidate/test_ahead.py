@@ -146,6 +146,20 @@ def helped(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return seen
 
 
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, int]]:
+    """The folders of each helper started (its `position`: folder -> number)."""
+    found: list[dict[str, int]] = []
+    real = ahead.Helper.__init__
+
+    def init(self: Any, rels: list[str], *args: Any) -> None:
+        real(self, rels, *args)
+        found.append(self.position)
+
+    monkeypatch.setattr(ahead.Helper, "__init__", init)
+    return found
+
+
 def _reaped(pid: int) -> bool:
     try:
         os.waitpid(pid, os.WNOHANG)
@@ -239,8 +253,8 @@ def test_no_helper_for_a_real_run_a_steady_state_session_end_or_one_core(
     assert helped["started"] == 1
 
 
-def test_no_helper_for_a_folder_with_no_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              helped: dict[str, int]) -> None:
+def test_no_helper_for_a_folder_with_no_index(tmp_path: Path, helped: dict[str, int],
+                                              seen: list[dict[str, int]]) -> None:
     root = tmp_path / "s"
     generate.generate(root, 600, shape="huge", dup_share=0.08)  # (never indexed)
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
@@ -248,14 +262,6 @@ def test_no_helper_for_a_folder_with_no_index(tmp_path: Path, monkeypatch: pytes
     assert helped["started"] == 0
     memories.reindex(Store(root))
     (root / "agent" / "agent0" / "_index.json").unlink()
-    seen: list[dict[str, int]] = []
-    real = ahead.Helper.__init__
-
-    def init(self: Any, rels: list[str], *args: Any) -> None:
-        real(self, rels, *args)
-        seen.append(self.position)
-
-    monkeypatch.setattr(ahead.Helper, "__init__", init)
     _plan(root)
     assert helped["started"] == 1 and seen and "agent/agent0" not in seen[0] and len(seen[0]) == 3
 
@@ -288,7 +294,7 @@ def test_a_helper_that_cannot_be_forked_leaves_the_search_to_the_planner(
 
 
 def test_the_helper_takes_folders_from_ahead_min_to_ahead_max_memories(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helped: dict[str, int]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helped: dict[str, int], seen: list[dict[str, int]]) -> None:
     root = tmp_path / "s"
     generate.generate(root, 600, shape="huge", dup_share=0.08)
     (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
@@ -297,14 +303,6 @@ def test_the_helper_takes_folders_from_ahead_min_to_ahead_max_memories(
              for f in Store(root).memory_folders()}
     low, high = min(sizes.values()), max(sizes.values())
     assert low < high  # (folders of different sizes: each edge below is met)
-    seen: list[dict[str, int]] = []
-    real = ahead.Helper.__init__
-
-    def init(self: Any, rels: list[str], *args: Any) -> None:
-        real(self, rels, *args)
-        seen.append(self.position)
-
-    monkeypatch.setattr(ahead.Helper, "__init__", init)
     for least, most in ((low, high), (low + 1, high), (low, high - 1), (high, low)):
         monkeypatch.setattr(ahead, "AHEAD_MIN", least)  # (both ends included)
         monkeypatch.setattr(ahead, "AHEAD_MAX", most)
