@@ -216,7 +216,9 @@ class PairSearch(FolderLoading):
 
     def _tag_filter(self, block: list[Live]) -> PairFilter | None:
         """The pairs of the block whose tags the duplicate rule could let through."""
-        return tag_filter([item.mem.tags for item in block], self.cfg.tag_overlap)
+        # (each memory's tags as its facts hold them: `Memory.tags` copies them into a list, and
+        # a search ahead filters each block's members twice, as a block and by pieces)
+        return tag_filter([item.mem.facts.get("tags") or () for item in block], self.cfg.tag_overlap)
 
     def _pair_params(self, floor: float | None) -> str:
         from memcli.consolidate import banding, similar  # (banding: the parameters alone, no numpy)
