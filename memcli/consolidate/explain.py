@@ -51,7 +51,16 @@ def merge_figures(survivor: _Item, archived: Sequence[_Item], keeper: _Item, sco
 
 
 def excerpt(content: dict[str, Any], limit: int = 90) -> str:
-    """The first line of a memory's text, quoted and cut to ``limit`` characters."""
+    """The first line of a memory's text, its runs of spaces made one, quoted and cut to
+    ``limit`` characters."""
     text = rules.raw_text(content).strip()
-    line = " ".join(text.splitlines()[0].split()) if text else ""
+    # The first line of the text's head, its words joined, starts the first line's (a word
+    # cut at the head's end is a start of that word): it decides when it is longer than the
+    # limit, or when the head holds a line break or the whole text. Else the whole text is
+    # split: splitting a long text into lines and words cost more than the rest of a merge.
+    head = text[: 4 * limit + 8]
+    first = head.splitlines()[0] if head else ""
+    line = " ".join(first.split())
+    if len(line) <= limit and len(first) == len(head) < len(text):
+        line = " ".join(text.splitlines()[0].split())
     return '"' + (line if len(line) <= limit else line[: limit - 1].rstrip() + "…") + '"'

@@ -18,6 +18,7 @@ from memcli.consolidate.similar import (
     tag_filter,
 )
 from memcli.store import index
+from memcli.store.reading import peeked_content
 from memcli.store.store import Folder
 
 
@@ -37,6 +38,16 @@ class BlockTexts(Sequence[str]):
         if n not in self.made:
             self.made[n] = rules.content_text(self.block[n].mem.content)
         return self.made[n]
+
+    def peeked(self, n: int) -> str:
+        """Text ``n`` (as ``self[n]``), its memory, when planned from its index entry and not
+        read yet, keeping no record of the read (`reading.peeked_content`): for a dry run's
+        large block, which reads most of its members' files only to sign their texts, and
+        needs the records of the few it then guards or merges (read again then)."""
+        found = self.made.get(n)
+        if found is None:
+            found = self.made[n] = rules.content_text(peeked_content(self.block[n].mem))
+        return found
 
     def __iter__(self) -> Iterator[str]:
         return (self[n] for n in range(len(self.block)))
@@ -66,6 +77,19 @@ class BlockTexts(Sequence[str]):
         out = [(n, self.block[n].mem.cached_text_len()) for n in at]
         return [len(self[n]) if value is None else value for n, value in out]
 
+
+
+class _Peeked(Sequence[str]):
+    """A block's texts as `BlockTexts.peeked` gives them."""
+
+    def __init__(self, texts: BlockTexts) -> None:
+        self.texts = texts
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, n: int) -> str:  # type: ignore[override]
+        return self.texts.peeked(n)
 
 
 class TextLengths(Sequence[int]):
@@ -180,15 +204,21 @@ class PairSearch(FolderLoading):
         return sigs, lengths
 
     def _signer(self, block: list[Live], texts: BlockTexts) -> Callable[[list[int]], list[bytes]]:
-        """The signatures of the block's memories at given positions (cached ones, or made)."""
+        """The signatures of the block's memories at given positions (cached ones, or made):
+        a dry run's, whose memories keep no record read only to sign its text
+        (`BlockTexts.peeked`)."""
+        peeked = _Peeked(texts)
+
         def sign(at: list[int]) -> list[bytes]:
-            return self._sigs([block[n] for n in at], Subset(texts, at))
+            return self._sigs([block[n] for n in at], Subset(peeked, at))
 
         return sign
 
     def _tag_filter(self, block: list[Live]) -> PairFilter | None:
         """The pairs of the block whose tags the duplicate rule could let through."""
-        return tag_filter([item.mem.tags for item in block], self.cfg.tag_overlap)
+        # (each memory's tags as its facts hold them: `Memory.tags` copies them into a list, and
+        # a search ahead filters each block's members twice, as a block and by pieces)
+        return tag_filter([item.mem.facts.get("tags") or () for item in block], self.cfg.tag_overlap)
 
     def _pair_params(self, floor: float | None) -> str:
         from memcli.consolidate import banding, similar  # (banding: the parameters alone, no numpy)

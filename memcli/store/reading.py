@@ -87,9 +87,13 @@ class FileReading:
                 share_facts(record, mem, folder)
             return record
 
+        def peek(mem: Memory) -> dict[str, Any] | None:
+            return read_record(folder, mem.name, mem.size, files)
+
         def confirm(mem: Memory, record: dict[str, Any]) -> dict[str, Any] | None:
             return self._whole_record(folder, mem.name, record)
 
+        load.peek = peek  # type: ignore[attr-defined]  # (see `peeked_content`)
         return Memory.planned(entries, folder.path, load, confirm)
 
     def _read_record(self, folder: Folder, name: str, size: int | None = None,
@@ -240,6 +244,23 @@ class FileReading:
             return None
         finally:
             os.close(fd)
+
+
+def peeked_content(mem: Memory) -> dict[str, Any]:
+    """`mem.content`, of a memory planned from its index entry and not read yet, read without
+    the memory keeping the record: for a text a dry run's pair search only signs (most of
+    those it reads), the record would be kept, and its fields shared with the entry
+    (`share_facts`), for nothing; a few texts the run then needs again (to guard or merge a
+    pair) are read again, as `content` reads them. A file gone or gone bad is read the way
+    `content` reads it, so that the memory settles as one that went bad, as it does there.
+    Anything else (a memory read from its file, or already read) is `mem.content`."""
+    peek = getattr(mem._load, "peek", None) if mem._data is None else None
+    if peek is not None:
+        record = peek(mem)
+        if record is not None:
+            content = record.get("content")
+            return content if isinstance(content, dict) else {}
+    return mem.content
 
 
 # Record fields an index entry caches as they are (`index.entry_for`): equal in both, one object.

@@ -593,3 +593,33 @@ def test_every_entry_written_carries_its_sort_len(store: Path) -> None:
         assert entry["sort_len"] == len(similar.sorted_tokens(rules.content_text(content)))
     result = runner.invoke(app, ["--store", str(store), "--json", "doctor"])
     assert json.loads(result.stdout)["ok"] is True, result.stdout
+
+
+def test_a_dry_run_keeps_no_record_of_a_file_it_reads_only_to_sign(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large block's dry run reads its members' files to sign their texts without the
+    memories keeping the records (`BlockTexts.peeked`): only those of the pair it merges are
+    kept (read again to guard and merge it), and the plan is the one found keeping them all."""
+    from memcli.store import reading
+    from memcli.store.memories import reindex
+
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\n")
+    pair, _ = _length_block(root, 60)
+    reindex(Store(root))
+    kept: list[str] = []
+    share = reading.share_facts
+
+    def spy(record: dict[str, Any], mem: Any, folder: Any) -> None:  # a record kept by its memory
+        kept.append(mem.id)
+        share(record, mem, folder)
+
+    monkeypatch.setattr(reading, "share_facts", spy)
+    read = record_reads(monkeypatch)
+    found = _merged(root)
+    assert found == [{m["id"] for m in pair}]
+    assert set(kept) == {m["id"] for m in pair} and len(read) >= 56 + len(kept)
+    kept.clear()
+    monkeypatch.setattr(pairsearch, "peeked_content", lambda mem: mem.content)  # every record kept
+    assert _merged(root) == found and len(kept) >= 56
