@@ -3,14 +3,24 @@ found from the last-run snapshot and the signature cache before any memory file 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from memcli.consolidate import rules
 from memcli.consolidate.similar import ALL_PAIRS_MAX
+from memcli.store import index
 from memcli.store.index import SigCache, Snapshot
 from memcli.store.model import Memory
-from memcli.store.store import FolderScan, Stamp
+from memcli.store.store import Folder, FolderScan, Stamp, Store
+
+# Files (snapshot rows; a folder whose listing stamp no longer holds counts twice) from which
+# a session_end pass shares its scans with a forked worker (`Worker`): below it, the fork and
+# the worker's report cost about what they would save.
+SHARE_FROM = 6_000
 
 
 def stamps(saved: Any) -> dict[str, Stamp]:
@@ -19,6 +29,187 @@ def stamps(saved: Any) -> dict[str, Stamp]:
         return {}
     return {str(rel): (int(s[0]), int(s[1])) for rel, s in saved.items()
             if isinstance(s, list) and len(s) == 2 and all(type(v) is int for v in s)}
+
+
+def scans(store: Store, folders: list[Folder], stamps: dict[str, Stamp]) -> Iterator[FolderScan]:
+    """Each folder's scan, in order: against its last-run snapshot (`Store.scan_since`), or
+    its index where it has none. Where a second core is free, a forked worker scans some of
+    the folders meanwhile (`Worker`): the scans are those of a serial pass all the same."""
+    snaps = [index.load_lastrun(folder.cache()) for folder in folders]
+
+    def scan(p: int) -> FolderScan:
+        folder, snap = folders[p], snaps[p]
+        return (store.scan(folder, load=False) if snap is None
+                else store.scan_since(folder, snap, stamps.get(folder.rel)))
+
+    worker = Worker.start(folders, snaps, stamps, scan)
+    if worker is None:
+        yield from map(scan, range(len(folders)))
+        return
+    ahead: dict[int, FolderScan] = {}  # this process's own folders, scanned before waiting
+    try:
+        for p, folder in enumerate(folders):
+            if p not in worker.share:
+                yield ahead.pop(p) if p in ahead else scan(p)
+                continue
+            if worker.found is None:  # first wait: this process's own folders are scanned first
+                for q in range(p + 1, len(folders)):
+                    if q not in worker.share:
+                        ahead[q] = scan(q)
+                worker.collect()
+            assert worker.found is not None
+            if p in worker.found:  # what `scan_since` returns for a folder with no change
+                count, stamp = worker.found[p]
+                yield FolderScan(folder, [], {}, [], None, False, {}, file_count=count, stamp=stamp)
+            else:  # changed, or some doubt, or the worker failed: scanned here
+                yield scan(p)
+    finally:
+        worker.stop()
+
+
+class Worker:
+    """A forked process scanning some of a session_end pass's folders (`share`) meanwhile.
+
+    A pass stats every live file (SPEC 1: a file is trusted while its size and mtime are its
+    snapshot row's), and those system calls are about half of its CPU; threads cannot share
+    them out (each call takes the interpreter's lock back, se12). So where a second core is
+    free (`parallel.jobs`), a fork of the planner scans the folders of about half the work,
+    and reports only those it found unchanged since the last run, with their file count and
+    listing stamp: all a pass keeps of such a folder. Every other folder of its share (a
+    change, a problem, anything else) is scanned again by the parent, as is its whole share
+    when it fails, dies, sends something unreadable or is still at it after `WAIT_S`: it
+    costs time, never a different result."""
+
+    WAIT_S = 30.0
+
+    def __init__(self, pid: int, fd: int, share: set[int]) -> None:
+        self.pid, self.fd, self.share = pid, fd, share
+        self.found: dict[int, tuple[int, Stamp | None]] | None = None
+
+    @classmethod
+    def start(cls, folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp],
+              scan: Callable[[int], FolderScan]) -> Worker | None:
+        share = _split(folders, snaps, stamps)
+        if not share:
+            return None
+        from memcli.consolidate import parallel
+
+        if parallel.jobs() < 2 or not parallel.may_fork():
+            return None
+        try:
+            read, write = os.pipe()
+        except OSError:
+            return None
+
+        def body() -> None:
+            lines = []
+            for p in share:
+                result = scan(p)
+                if _quiet(result):
+                    s0, s1 = result.stamp if result.stamp is not None else ("-", "-")
+                    lines.append(f"{p} {result.count} {s0} {s1}\n")
+            view = memoryview("".join([*lines, "end\n"]).encode())
+            while view:
+                view = view[os.write(write, view):]
+
+        pid = parallel.fork_child(body, [read])
+        os.close(write)
+        if pid is None:
+            os.close(read)
+            return None
+        return cls(pid, read, set(share))
+
+    def collect(self) -> None:
+        """Wait for the worker's report (`found`: {} when there is none to trust)."""
+        import select
+
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + self.WAIT_S
+        ended = False  # the worker closed its end: it has sent all it will
+        try:
+            while not ended:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                    break
+                chunk = os.read(self.fd, 1 << 16)
+                chunks.append(chunk)
+                ended = not chunk
+        except OSError:
+            ended = False
+        status = self.stop(kill=not ended)
+        self.found = _report(b"".join(chunks)) if ended and status == 0 else {}
+
+    def stop(self, kill: bool = True) -> int:
+        """End the worker, once (killed first unless it is known to have finished: it closed
+        its end); its exit status (-1: unknown)."""
+        if self.pid < 0:
+            return -1
+        pid, self.pid = self.pid, -1
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        try:
+            if kill:
+                os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+        except OSError:
+            return -1
+        return os.waitstatus_to_exitcode(status)
+
+
+def _split(folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp]) -> list[int]:
+    """The folders a worker scans (positions): some of those that look unchanged, so that it
+    has about as many files to stat as this process has work. A folder looks changed where a
+    file came or went since its snapshot (its mtime moved: neither its listing stamp holds nor
+    is it older than the snapshot); this process scans it, lists it, reads and plans what
+    changed: counted as twice its files. A guess only: the worker scans its folders whole and
+    reports only those it found unchanged. None when the pass is too small to share."""
+    mine, unmoved = 0, []
+    for p, (folder, snap) in enumerate(zip(folders, snaps, strict=True)):
+        if snap is None:
+            continue  # (scanned here: its scan reads and compares the index)
+        try:
+            mtime = os.stat(folder.path).st_mtime_ns
+        except OSError:
+            continue
+        if stamps.get(folder.rel) == (mtime, snap.written_ns) or mtime < snap.written_ns:
+            unmoved.append(p)
+        else:
+            mine += 2 * len(snap.names)
+    rows = {p: len(snaps[p].names) for p in unmoved}  # type: ignore[union-attr]
+    if mine + sum(rows.values()) < SHARE_FROM:
+        return []
+    theirs = 0
+    share: list[int] = []
+    for p in sorted(unmoved, key=lambda p: (-rows[p], p)):  # the largest first, to the one with less
+        if theirs <= mine:
+            theirs += rows[p]
+            share.append(p)
+        else:
+            mine += rows[p]
+    return sorted(share)
+
+
+def _report(raw: bytes) -> dict[int, tuple[int, Stamp | None]]:
+    """A worker's report: a line a folder found unchanged (position, file count, stamp or
+    "- -"), then "end"; {} for anything else (cut short, garbled)."""
+    lines = raw.decode("ascii", "replace").split("\n")
+    if lines[-2:] != ["end", ""]:
+        return {}
+    found: dict[int, tuple[int, Stamp | None]] = {}
+    try:
+        for line in lines[:-2]:
+            p, count, s0, s1 = line.split(" ")
+            found[int(p)] = (int(count), None if s0 == "-" else (int(s0), int(s1)))
+    except ValueError:
+        return {}
+    return found
+
+
+def _quiet(scan: FolderScan) -> bool:
+    """A scan with nothing in it but its file count and stamp: a folder unchanged since the
+    last run, as `Store.scan_since` returns it."""
+    return (not scan.entries and not scan.memories and not scan.problems and scan.reread is None
+            and scan.snap is None and not scan.unreadable and scan.index is None and scan.file_count >= 0)
 
 
 class Row(NamedTuple):
