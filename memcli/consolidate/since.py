@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -46,22 +46,27 @@ def scans(store: Store, folders: list[Folder], stamps: dict[str, Stamp]) -> Iter
     if worker is None:
         yield from map(scan, range(len(folders)))
         return
-    ahead: dict[int, FolderScan] = {}  # this process's own folders, scanned before waiting
+    ahead: dict[int, FolderScan] = {}  # scanned here before their turn
+    mine_done = False
     try:
         for p, folder in enumerate(folders):
             if p not in worker.share:
                 yield ahead.pop(p) if p in ahead else scan(p)
                 continue
-            if worker.found is None:  # first wait: this process's own folders are scanned first
-                for q in range(p + 1, len(folders)):
-                    if q not in worker.share:
-                        ahead[q] = scan(q)
-                worker.collect()
-            assert worker.found is not None
-            if p in worker.found:  # what `scan_since` returns for a folder with no change
-                count, stamp = worker.found[p]
-                yield FolderScan(folder, [], {}, [], None, False, {}, file_count=count, stamp=stamp)
-            else:  # changed, or some doubt, or the worker failed: scanned here
+            if not mine_done:  # this process's own folders first
+                ahead.update((q, scan(q)) for q in range(p + 1, len(folders)) if q not in worker.share)
+                mine_done = True
+            # then the worker's report of p, or, while there is none, the worker's folders
+            # it has not reported, from its last (it goes from its first): never a wait
+            while p not in ahead and worker.poll() and p not in worker.reports:
+                last = max(q for q in worker.share if q not in worker.reports and q not in ahead)
+                ahead[last] = scan(last)
+            found = worker.reports.get(p)
+            if p in ahead:
+                yield ahead.pop(p)
+            elif found is not None:  # what `scan_since` returns for a folder with no change
+                yield FolderScan(folder, [], {}, [], None, False, {}, file_count=found[0], stamp=found[1])
+            else:  # changed, or some doubt, or the worker is gone: scanned here
                 yield scan(p)
     finally:
         worker.stop()
@@ -73,18 +78,17 @@ class Worker:
     A pass stats every live file (SPEC 1: a file is trusted while its size and mtime are its
     snapshot row's), and those system calls are about half of its CPU; threads cannot share
     them out (each call takes the interpreter's lock back, se12). So where a second core is
-    free (`parallel.jobs`), a fork of the planner scans the folders of about half the work,
-    and reports only those it found unchanged since the last run, with their file count and
-    listing stamp: all a pass keeps of such a folder. Every other folder of its share (a
-    change, a problem, anything else) is scanned again by the parent, as is its whole share
-    when it fails, dies, sends something unreadable or is still at it after `WAIT_S`: it
-    costs time, never a different result."""
-
-    WAIT_S = 30.0
+    free (`parallel.jobs`), a fork of the planner scans folders that look unchanged, in
+    order, and reports each as it is done: unchanged (with its file count and listing stamp,
+    all a pass keeps of such a folder), or not (the parent scans it itself). The parent never
+    waits for it: a folder it needs and the worker has not reported yet, it scans itself,
+    from the worker's last folder back; a worker that is slow, stuck or gone only costs the
+    scans it did not report. The scans are those of a serial pass."""
 
     def __init__(self, pid: int, fd: int, share: set[int]) -> None:
         self.pid, self.fd, self.share = pid, fd, share
-        self.found: dict[int, tuple[int, Stamp | None]] | None = None
+        self.reports: dict[int, tuple[int, Stamp | None] | None] = {}  # None: not unchanged
+        self._partial = b""
 
     @classmethod
     def start(cls, folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp],
@@ -102,15 +106,15 @@ class Worker:
             return None
 
         def body() -> None:
-            lines = []
-            for p in share:
+            for p in share:  # a line a folder (under PIPE_BUF bytes: written whole)
                 result = scan(p)
-                if _quiet(result):
-                    s0, s1 = result.stamp if result.stamp is not None else ("-", "-")
-                    lines.append(f"{p} {result.count} {s0} {s1}\n")
-            view = memoryview("".join([*lines, "end\n"]).encode())
-            while view:
-                view = view[os.write(write, view):]
+                if not _quiet(result):
+                    line = f"{p} changed"
+                elif result.stamp is None:
+                    line = f"{p} {result.count} - -"
+                else:
+                    line = f"{p} {result.count} {result.stamp[0]} {result.stamp[1]}"
+                os.write(write, f"{line}\n".encode())
 
         pid = parallel.fork_child(body, [read])
         os.close(write)
@@ -119,41 +123,35 @@ class Worker:
             return None
         return cls(pid, read, set(share))
 
-    def collect(self) -> None:
-        """Wait for the worker's report (`found`: {} when there is none to trust)."""
-        import select
-
-        chunks: list[bytes] = []
-        deadline = time.monotonic() + self.WAIT_S
-        ended = False  # the worker closed its end: it has sent all it will
-        try:
-            while not ended:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                    break
-                chunk = os.read(self.fd, 1 << 16)
-                chunks.append(chunk)
-                ended = not chunk
-        except OSError:
-            ended = False
-        status = self.stop(kill=not ended)
-        self.found = _report(b"".join(chunks)) if ended and status == 0 else {}
-
-    def stop(self, kill: bool = True) -> int:
-        """End the worker, once (killed first unless it is known to have finished: it closed
-        its end); its exit status (-1: unknown)."""
+    def poll(self) -> bool:
+        """Take in what the worker has reported so far, without waiting; False once it has
+        ended (or cannot be heard): nothing more will come."""
         if self.pid < 0:
-            return -1
+            return False
+        try:
+            while select.select([self.fd], [], [], 0)[0]:
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    self.stop()
+                    return False
+                *lines, self._partial = (self._partial + chunk).split(b"\n")
+                self.reports.update(map(_report, lines))
+        except OSError:
+            self.stop()
+            return False
+        return True
+
+    def stop(self) -> None:
+        """End the worker, once: killed if still at work, then waited for."""
+        if self.pid < 0:
+            return
         pid, self.pid = self.pid, -1
         with contextlib.suppress(OSError):
             os.close(self.fd)
-        try:
-            if kill:
-                os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
-        except OSError:
-            return -1
-        return os.waitstatus_to_exitcode(status)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
 
 
 def _split(folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp]) -> list[int]:
@@ -189,20 +187,17 @@ def _split(folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str
     return sorted(share)
 
 
-def _report(raw: bytes) -> dict[int, tuple[int, Stamp | None]]:
-    """A worker's report: a line a folder found unchanged (position, file count, stamp or
-    "- -"), then "end"; {} for anything else (cut short, garbled)."""
-    lines = raw.decode("ascii", "replace").split("\n")
-    if lines[-2:] != ["end", ""]:
-        return {}
-    found: dict[int, tuple[int, Stamp | None]] = {}
+def _report(line: bytes) -> tuple[int, tuple[int, Stamp | None] | None]:
+    """One line of a worker's report: (position, (file count, stamp) when the folder is
+    unchanged, else None). A line that does not read as one is no report (-1)."""
     try:
-        for line in lines[:-2]:
-            p, count, s0, s1 = line.split(" ")
-            found[int(p)] = (int(count), None if s0 == "-" else (int(s0), int(s1)))
+        p, *rest = line.decode("ascii").split(" ")
+        if rest == ["changed"]:
+            return int(p), None
+        count, s0, s1 = rest
+        return int(p), (int(count), None if s0 == s1 == "-" else (int(s0), int(s1)))
     except ValueError:
-        return {}
-    return found
+        return -1, None
 
 
 def _quiet(scan: FolderScan) -> bool:

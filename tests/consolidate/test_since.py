@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 from pathlib import Path
 from typing import Any
 
@@ -242,13 +243,17 @@ def test_a_worker_scans_some_folders_and_the_scans_are_a_serial_passs(
     serial = _scans(store, stamps)
     started = _forks(monkeypatch)
     reports: list[dict[int, Any]] = []
-    collect = since.Worker.collect
+    stop = since.Worker.stop
 
     def spy(self: since.Worker) -> None:
-        collect(self)
-        reports.append(dict(self.found or {}))
+        if self.pid > 0 and not reports:
+            reports.append({})
+            while self.poll():  # (the worker's whole report: this test waits for it)
+                select.select([self.fd], [], [], 5)
+            reports[0] = {p: found for p, found in self.reports.items() if found is not None}
+        stop(self)
 
-    monkeypatch.setattr(since.Worker, "collect", spy)
+    monkeypatch.setattr(since.Worker, "stop", spy)
     assert _scans(store, stamps) == serial
     assert len(started) == 1 and started[0] is not None
     rels = [scan[0] for scan in serial]
@@ -278,8 +283,7 @@ def test_a_worker_that_fails_or_hangs_costs_time_not_a_different_scan(
             return original(self, *args)
 
         monkeypatch.setattr(Store, "scan_since", broken)
-        monkeypatch.setattr(since.Worker, "WAIT_S", 0.5)
-        assert _scans(store, stamps) == serial
+        assert _scans(store, stamps) == serial  # (never waited for: its folders scanned here)
     assert len(started) == 2 and None not in started
     with pytest.raises(ChildProcessError):  # every worker was waited for
         os.waitpid(-1, os.WNOHANG)
@@ -319,8 +323,38 @@ def test_the_split_gives_the_worker_unmoved_folders_up_to_this_processs_share(
     assert [rels[p] for p in since._split(folders, snaps, stamps)] == ["agent/a1", "agent/a2"]
 
 
-def test_a_workers_report_is_read_whole_or_not_at_all() -> None:
-    assert since._report(b"0 5 1 2\n3 7 - -\nend\n") == {0: (5, (1, 2)), 3: (7, None)}
-    assert since._report(b"end\n") == {}
-    assert since._report(b"0 5 1 2\n3 7 - -\n") == {}  # cut short
-    assert since._report(b"0 5 1\nend\n") == {} and since._report(b"x 5 1 2\nend\n") == {}
+def test_a_workers_report_is_read_a_line_at_a_time() -> None:
+    assert since._report(b"0 5 1 2") == (0, (5, (1, 2))) and since._report(b"3 7 - -") == (3, (7, None))
+    assert since._report(b"4 changed") == (4, None)
+    for garbled in (b"", b"0 5 1", b"x 5 1 2", b"0 5 - 2", b"0 5 1 2 3", b"\xff"):
+        assert since._report(garbled) == (-1, None)
+
+
+def test_the_worker_is_not_waited_for_its_folders_not_reported_are_scanned_here_from_the_last(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    _store_after_a_run(store)
+    stamps = _held_stamps(Store(store))
+    parent, original = os.getpid(), Store.scan_since
+    order: list[str] = []
+
+    def slow(self: Store, folder: Any, *args: Any) -> FolderScan:
+        if os.getpid() != parent:
+            signal.pause()  # a worker that never reports
+        order.append(folder.rel)
+        return original(self, folder, *args)
+
+    monkeypatch.setenv("MEMCLI_JOBS", "1")
+    serial = _scans(store, stamps)
+    _forks(monkeypatch)
+    monkeypatch.setattr(Store, "scan_since", slow)
+    order.clear()
+    assert _scans(store, stamps) == serial
+    s = Store(store)
+    folders = s.memory_folders()
+    share = since._split(folders, [index.load_lastrun(f.cache()) for f in folders], stamps)
+    mine = [f.rel for p, f in enumerate(folders) if p not in share and f.rel != "global"]
+    assert len(share) == 2 and len(mine) == 2  # (the folders alike: every other one the worker's)
+    # its own folders, then the worker's from its last (global/ has no snapshot: scan_since never)
+    assert order == mine + [folders[p].rel for p in share[::-1]]
