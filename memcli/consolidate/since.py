@@ -98,7 +98,8 @@ class Worker:
             return None
         from memcli.consolidate import parallel
 
-        if parallel.jobs() < 2 or not parallel.may_fork():
+        forced = os.environ.get(parallel.JOBS_ENV, "").strip()  # (MEMCLI_JOBS=N: whatever the load)
+        if parallel.jobs() < 2 or not parallel.may_fork() or not (forced or _idle_core()):
             return None
         try:
             read, write = os.pipe()
@@ -152,6 +153,21 @@ class Worker:
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
+
+
+def _idle_core(loadavg: str = "/proc/loadavg") -> bool:
+    """Whether a core is idle now: fewer tasks runnable this moment (this process among them:
+    the fourth field of /proc/loadavg) than the cores this process may run on. A pass lasts a
+    fifth of a second, which the 1-minute load average (`parallel.jobs`) does not see: a
+    worker beside a busy machine's other work only competes with this process for its core.
+    True where it cannot be known (the load average decides alone)."""
+    try:
+        with open(loadavg, "rb") as f:
+            runnable = int(f.read().split()[3].split(b"/")[0])
+        cores = len(os.sched_getaffinity(0))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return True
+    return runnable < cores
 
 
 def _split(folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp]) -> list[int]:

@@ -358,3 +358,30 @@ def test_the_worker_is_not_waited_for_its_folders_not_reported_are_scanned_here_
     assert len(share) == 2 and len(mine) == 2  # (the folders alike: every other one the worker's)
     # its own folders, then the worker's from its last (global/ has no snapshot: scan_since never)
     assert order == mine + [folders[p].rel for p in share[::-1]]
+
+
+def test_a_worker_only_beside_an_idle_core_unless_asked_for(tmp_path: Path, store: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    cores = len(os.sched_getaffinity(0))
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"0.50 0.40 0.30 {cores}/200 12345\n")
+    assert not since._idle_core(str(loadavg))  # as many runnable as cores: none idle
+    loadavg.write_text(f"0.50 0.40 0.30 {cores - 1}/200 12345\n")
+    assert since._idle_core(str(loadavg)) == (cores > 1)
+    for unreadable in ("", "0.5 0.4", "0.5 0.4 0.3 x/2 1"):
+        loadavg.write_text(unreadable)
+        assert since._idle_core(str(loadavg))  # (not known: the load average decides)
+    assert since._idle_core(str(tmp_path / "missing"))
+    _store_after_a_run(store)
+    s = Store(store)
+    folders = s.memory_folders()
+    snaps = [index.load_lastrun(f.cache()) for f in folders]
+    monkeypatch.setattr(since, "SHARE_FROM", 0)
+    monkeypatch.setattr(since, "_idle_core", lambda: False)
+    monkeypatch.setattr("memcli.consolidate.parallel.jobs", lambda: 2)
+    monkeypatch.delenv("MEMCLI_JOBS", raising=False)
+    assert since.Worker.start(folders, snaps, _held_stamps(s), lambda p: None) is None  # type: ignore
+    monkeypatch.setenv("MEMCLI_JOBS", "2")  # asked for: whatever the load
+    worker = since.Worker.start(folders, snaps, _held_stamps(s), lambda p: None)  # type: ignore
+    assert worker is not None
+    worker.stop()
