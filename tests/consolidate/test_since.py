@@ -285,8 +285,9 @@ def test_a_worker_that_fails_or_hangs_costs_time_not_a_different_scan(
         monkeypatch.setattr(Store, "scan_since", broken)
         assert _scans(store, stamps) == serial  # (never waited for: its folders scanned here)
     assert len(started) == 2 and None not in started
-    with pytest.raises(ChildProcessError):  # every worker was waited for
-        os.waitpid(-1, os.WNOHANG)
+    for pid in started:  # every worker was waited for
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # type: ignore[arg-type]
 
 
 def test_no_worker_for_a_small_pass_or_when_every_folder_looks_changed(
