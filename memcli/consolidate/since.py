@@ -156,18 +156,20 @@ class Worker:
 
 
 def _idle_core(loadavg: str = "/proc/loadavg") -> bool:
-    """Whether a core is idle now: fewer tasks runnable this moment (this process among them:
-    the fourth field of /proc/loadavg) than the cores this process may run on. A pass lasts a
-    fifth of a second, which the 1-minute load average (`parallel.jobs`) does not see: a
-    worker beside a busy machine's other work only competes with this process for its core.
-    True where it cannot be known (the load average decides alone)."""
+    """Whether a core is likely idle now: no more tasks runnable this moment (this process
+    among them: the fourth field of /proc/loadavg) than the cores this process may run on. A
+    pass lasts a fifth of a second, which the 1-minute load average (`parallel.jobs`) does not
+    see: a worker beside a busy machine's other work only competes with this process for its
+    core. (One task more than this process is allowed: on an idle machine a kernel thread or
+    the process reading the pass's output is often runnable at that instant.) True where it
+    cannot be known (the load average decides alone)."""
     try:
         with open(loadavg, "rb") as f:
             runnable = int(f.read().split()[3].split(b"/")[0])
         cores = len(os.sched_getaffinity(0))
     except (OSError, ValueError, IndexError, AttributeError):
         return True
-    return runnable < cores
+    return runnable <= cores
 
 
 def _split(folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp]) -> list[int]:
