@@ -124,10 +124,8 @@ class FolderLoading(PlannerBase):
         """session_end: stat every file, but read only the changed memories and their duplicate
         candidates (found from cached signatures), so the cost follows the changes."""
         stamps = since.stamps(self.state.get("listings"))
-        for folder in self.store.memory_folders():
-            snap = index.load_lastrun(folder.cache())
-            scan = (self.store.scan(folder, load=False) if snap is None
-                    else self.store.scan_since(folder, snap, stamps.get(folder.rel)))
+        for scan in since.scans(self.store, self.store.memory_folders(), stamps):
+            folder = scan.folder
             if scan.stamp is not None:
                 self.listings[folder.rel] = scan.stamp
             self.problems += scan.problems

@@ -3,14 +3,24 @@ found from the last-run snapshot and the signature cache before any memory file 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import signal
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from memcli.consolidate import rules
 from memcli.consolidate.similar import ALL_PAIRS_MAX
+from memcli.store import index
 from memcli.store.index import SigCache, Snapshot
 from memcli.store.model import Memory
-from memcli.store.store import FolderScan, Stamp
+from memcli.store.store import Folder, FolderScan, Stamp, Store
+
+# Files (snapshot rows; a folder whose listing stamp no longer holds counts twice) from which
+# a session_end pass shares its scans with a forked worker (`Worker`): below it, the fork and
+# the worker's report cost about what they would save.
+SHARE_FROM = 6_000
 
 
 def stamps(saved: Any) -> dict[str, Stamp]:
@@ -19,6 +29,200 @@ def stamps(saved: Any) -> dict[str, Stamp]:
         return {}
     return {str(rel): (int(s[0]), int(s[1])) for rel, s in saved.items()
             if isinstance(s, list) and len(s) == 2 and all(type(v) is int for v in s)}
+
+
+def scans(store: Store, folders: list[Folder], stamps: dict[str, Stamp]) -> Iterator[FolderScan]:
+    """Each folder's scan, in order: against its last-run snapshot (`Store.scan_since`), or
+    its index where it has none. Where a second core is free, a forked worker scans some of
+    the folders meanwhile (`Worker`): the scans are those of a serial pass all the same."""
+    snaps = [index.load_lastrun(folder.cache()) for folder in folders]
+
+    def scan(p: int) -> FolderScan:
+        folder, snap = folders[p], snaps[p]
+        return (store.scan(folder, load=False) if snap is None
+                else store.scan_since(folder, snap, stamps.get(folder.rel)))
+
+    worker = Worker.start(folders, snaps, stamps, scan)
+    if worker is None:
+        yield from map(scan, range(len(folders)))
+        return
+    ahead: dict[int, FolderScan] = {}  # scanned here before their turn
+    mine_done = False
+    try:
+        for p, folder in enumerate(folders):
+            if p not in worker.share:
+                yield ahead.pop(p) if p in ahead else scan(p)
+                continue
+            if not mine_done:  # this process's own folders first
+                ahead.update((q, scan(q)) for q in range(p + 1, len(folders)) if q not in worker.share)
+                mine_done = True
+            # then the worker's report of p, or, while there is none, the worker's folders
+            # it has not reported, from its last (it goes from its first): never a wait
+            while p not in ahead and worker.poll() and p not in worker.reports:
+                last = max(q for q in worker.share if q not in worker.reports and q not in ahead)
+                ahead[last] = scan(last)
+            found = worker.reports.get(p)
+            if p in ahead:
+                yield ahead.pop(p)
+            elif found is not None:  # what `scan_since` returns for a folder with no change
+                yield FolderScan(folder, [], {}, [], None, False, {}, file_count=found[0], stamp=found[1])
+            else:  # changed, or some doubt, or the worker is gone: scanned here
+                yield scan(p)
+    finally:
+        worker.stop()
+
+
+class Worker:
+    """A forked process scanning some of a session_end pass's folders (`share`) meanwhile.
+
+    A pass stats every live file (SPEC 1: a file is trusted while its size and mtime are its
+    snapshot row's), and those system calls are about half of its CPU; threads cannot share
+    them out (each call takes the interpreter's lock back, se12). So where a second core is
+    free (`parallel.jobs`), a fork of the planner scans folders that look unchanged, in
+    order, and reports each as it is done: unchanged (with its file count and listing stamp,
+    all a pass keeps of such a folder), or not (the parent scans it itself). The parent never
+    waits for it: a folder it needs and the worker has not reported yet, it scans itself,
+    from the worker's last folder back; a worker that is slow, stuck or gone only costs the
+    scans it did not report. The scans are those of a serial pass."""
+
+    def __init__(self, pid: int, fd: int, share: set[int]) -> None:
+        self.pid, self.fd, self.share = pid, fd, share
+        self.reports: dict[int, tuple[int, Stamp | None] | None] = {}  # None: not unchanged
+        self._partial = b""
+
+    @classmethod
+    def start(cls, folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp],
+              scan: Callable[[int], FolderScan]) -> Worker | None:
+        share = _split(folders, snaps, stamps)
+        if not share:
+            return None
+        from memcli.consolidate import parallel
+
+        forced = os.environ.get(parallel.JOBS_ENV, "").strip()  # (MEMCLI_JOBS=N: whatever the load)
+        if parallel.jobs() < 2 or not parallel.may_fork() or not (forced or _idle_core()):
+            return None
+        try:
+            read, write = os.pipe()
+        except OSError:
+            return None
+
+        def body() -> None:
+            for p in share:  # a line a folder (under PIPE_BUF bytes: written whole)
+                result = scan(p)
+                if not _quiet(result):
+                    line = f"{p} changed"
+                elif result.stamp is None:
+                    line = f"{p} {result.count} - -"
+                else:
+                    line = f"{p} {result.count} {result.stamp[0]} {result.stamp[1]}"
+                os.write(write, f"{line}\n".encode())
+
+        pid = parallel.fork_child(body, [read])
+        os.close(write)
+        if pid is None:
+            os.close(read)
+            return None
+        return cls(pid, read, set(share))
+
+    def poll(self) -> bool:
+        """Take in what the worker has reported so far, without waiting; False once it has
+        ended (or cannot be heard): nothing more will come."""
+        if self.pid < 0:
+            return False
+        try:
+            while select.select([self.fd], [], [], 0)[0]:
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    self.stop()
+                    return False
+                *lines, self._partial = (self._partial + chunk).split(b"\n")
+                self.reports.update(map(_report, lines))
+        except OSError:
+            self.stop()
+            return False
+        return True
+
+    def stop(self) -> None:
+        """End the worker, once: killed if still at work, then waited for."""
+        if self.pid < 0:
+            return
+        pid, self.pid = self.pid, -1
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+
+
+def _idle_core(loadavg: str = "/proc/loadavg") -> bool:
+    """Whether a core is likely idle now: no more tasks runnable this moment (this process
+    among them: the fourth field of /proc/loadavg) than the cores this process may run on. A
+    pass lasts a fifth of a second, which the 1-minute load average (`parallel.jobs`) does not
+    see: a worker beside a busy machine's other work only competes with this process for its
+    core. (One task more than this process is allowed: on an idle machine a kernel thread or
+    the process reading the pass's output is often runnable at that instant.) True where it
+    cannot be known (the load average decides alone)."""
+    try:
+        with open(loadavg, "rb") as f:
+            runnable = int(f.read().split()[3].split(b"/")[0])
+        cores = len(os.sched_getaffinity(0))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return True
+    return runnable <= cores
+
+
+def _split(folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp]) -> list[int]:
+    """The folders a worker scans (positions): some of those that look unchanged, so that it
+    has about as many files to stat as this process has work. A folder looks changed where a
+    file came or went since its snapshot (its mtime moved: neither its listing stamp holds nor
+    is it older than the snapshot); this process scans it, lists it, reads and plans what
+    changed: counted as twice its files. A guess only: the worker scans its folders whole and
+    reports only those it found unchanged. None when the pass is too small to share."""
+    mine, unmoved = 0, []
+    for p, (folder, snap) in enumerate(zip(folders, snaps, strict=True)):
+        if snap is None:
+            continue  # (scanned here: its scan reads and compares the index)
+        try:
+            mtime = os.stat(folder.path).st_mtime_ns
+        except OSError:
+            continue
+        if stamps.get(folder.rel) == (mtime, snap.written_ns) or mtime < snap.written_ns:
+            unmoved.append(p)
+        else:
+            mine += 2 * len(snap.names)
+    rows = {p: len(snaps[p].names) for p in unmoved}  # type: ignore[union-attr]
+    if mine + sum(rows.values()) < SHARE_FROM:
+        return []
+    theirs = 0
+    share: list[int] = []
+    for p in sorted(unmoved, key=lambda p: (-rows[p], p)):  # the largest first, to the one with less
+        if theirs <= mine:
+            theirs += rows[p]
+            share.append(p)
+        else:
+            mine += rows[p]
+    return sorted(share)
+
+
+def _report(line: bytes) -> tuple[int, tuple[int, Stamp | None] | None]:
+    """One line of a worker's report: (position, (file count, stamp) when the folder is
+    unchanged, else None). A line that does not read as one is no report (-1)."""
+    try:
+        p, *rest = line.decode("ascii").split(" ")
+        if rest == ["changed"]:
+            return int(p), None
+        count, s0, s1 = rest
+        return int(p), (int(count), None if s0 == s1 == "-" else (int(s0), int(s1)))
+    except ValueError:
+        return -1, None
+
+
+def _quiet(scan: FolderScan) -> bool:
+    """A scan with nothing in it but its file count and stamp: a folder unchanged since the
+    last run, as `Store.scan_since` returns it."""
+    return (not scan.entries and not scan.memories and not scan.problems and scan.reread is None
+            and scan.snap is None and not scan.unreadable and scan.index is None and scan.file_count >= 0)
 
 
 class Row(NamedTuple):

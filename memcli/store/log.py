@@ -168,25 +168,56 @@ def _mark_path(root: Path) -> Path:
     return cache_dir(root, "log") / "live.json"
 
 
-def _save_mark(root: Path, raw: bytes, count: int, appendable: bool) -> None:
+def _save_mark(root: Path, raw: bytes, count: int, appendable: bool, digest: str | None = None) -> None:
+    """Mark `raw` as the live file's bytes (`digest`: their sha256, when known already)."""
     with contextlib.suppress(OSError):  # a cache: without it the next append parses
         cache_dir(root, "log", create=True)
-        mark = {"sha256": hashlib.sha256(raw).hexdigest(), "entries": count, "appendable": appendable}
+        digest = digest or hashlib.sha256(raw).hexdigest()
+        mark = {"sha256": digest, "entries": count, "appendable": appendable}
         fsops.write_replace(_mark_path(root), orjson.dumps(mark), durable=False)
+
+
+# The live file's bytes this process found to hash to their mark, by the file's identity
+# (device, inode, size, mtime, ctime of the very file read, as `indexmark` trusts an index):
+# a pass looks at the file twice (its preflight, then its append), and a run's entries make it
+# a megabyte or more, whose hash costs milliseconds. The sha256 of the bytes before `_TAIL` is
+# kept too, so that the next mark's hash goes on from it instead of hashing the file again.
+_hashed: dict[str, tuple[list[int], str, Any]] = {}
+
+
+def _identity(st: Any) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def as_written(root: Path) -> tuple[bytes, dict[str, Any]] | None:
     """The live file's bytes and their mark, when they are exactly what `append` last wrote
     on this machine; else None (no mark, or the file changed since: read it as JSON)."""
+    found = _as_written(root)
+    return None if found is None else (found[0], found[1])
+
+
+def _as_written(root: Path) -> tuple[bytes, dict[str, Any], Any] | None:
+    """`as_written`, and a sha256 of the bytes before `_TAIL` (None when they do not end so)."""
+    path = log_path(root)
     try:
         mark = orjson.loads(fsops.read_bytes(_mark_path(root), limit=4096))
-        raw = fsops.read_bytes(log_path(root), limit=opsfiles.MAX_OPS_BYTES)
+        raw, st = fsops.read_bytes_stat(path, limit=opsfiles.MAX_OPS_BYTES)
     except (OSError, ValueError):
         return None
-    if not isinstance(mark, dict) or type(mark.get("entries")) is not int or mark.get("sha256") != \
-            hashlib.sha256(raw).hexdigest():
+    if not isinstance(mark, dict) or type(mark.get("entries")) is not int:
         return None
-    return raw, mark
+    known = _hashed.get(str(path))
+    if known is not None and known[0] == _identity(st) and known[1] == mark.get("sha256"):
+        return raw, mark, known[2]  # (the same file as hashed, unchanged since: its ctime)
+    body = raw.endswith(_TAIL)
+    head = hashlib.sha256(memoryview(raw)[:-len(_TAIL)] if body else raw)
+    whole = head.copy()
+    if body:
+        whole.update(_TAIL)
+    if mark.get("sha256") != whole.hexdigest():
+        return None
+    _hashed[str(path)] = (_identity(st), whole.hexdigest(), head if body else None)
+    return raw, mark, head if body else None
 
 
 def _append_bytes(root: Path, entry: dict[str, Any]) -> bool:
@@ -194,18 +225,21 @@ def _append_bytes(root: Path, entry: dict[str, Any]) -> bool:
     with room for it; False (nothing done) for anything else, which `append` does in full:
     a file changed since, one full enough to move entries out, an entry whose run id it
     mentions (a recovered run may be logged already), one a month file may hold."""
-    known = as_written(root)
+    known = _as_written(root)
     if known is None:
         return False
-    raw, mark = known
-    if not mark.get("appendable") or mark["entries"] + 1 > LIVE_MAX or not raw.endswith(_TAIL) or \
+    raw, mark, head = known
+    if not mark.get("appendable") or mark["entries"] + 1 > LIVE_MAX or head is None or \
             f'"{entry["run_id"]}"'.encode() in raw or _in_month_files(root, entry):
         return False
     # JSON strings never hold a raw newline: indenting every line indents the entry's lines only
     body = orjson.dumps(entry, option=orjson.OPT_INDENT_2).replace(b"\n", _INDENT)
-    new = b"".join([raw[:-len(_TAIL)], b",", _INDENT, body, _TAIL])
+    added = b"".join([b",", _INDENT, body, _TAIL])
+    new = b"".join([raw[:-len(_TAIL)], added])
     fsops.write_replace(log_path(root), new)
-    _save_mark(root, new, mark["entries"] + 1, True)
+    digest = head.copy()  # the hash of `new`: that of the bytes kept, then of those added
+    digest.update(added)
+    _save_mark(root, new, mark["entries"] + 1, True, digest.hexdigest())
     return True
 
 

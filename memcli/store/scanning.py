@@ -135,7 +135,22 @@ class FolderScanning(FileReading):
         problems: list[Problem] = []
         if self._unreadable(folder, problems):
             return FolderScan(folder, [], {}, problems, None, False, file_count=0, unreadable=True)
-        names, stamp = self._names_since(folder, snap, stamp)
+        names, stamp, added = self._names_since(folder, snap, stamp)
+        if not added:
+            return self._scan_since_listed(folder, snap, names, stamp)
+        # files came, none went (a session wrote memories): the snapshot's names stat'ed as
+        # they are (bytes, in row order), not merged with the new ones and sorted first
+        stats = self._stat_all(folder, snap.names, problems, snap.name_bytes())
+        stats += self._stat_all(folder, added, problems)
+        if problems:  # (its problems in the order of the names, as one `_stat_all` gives them)
+            return self._scan_since_listed(folder, snap, names, stamp)
+        differ = sorted(added + _differ_in_place(snap.names, stats[:len(snap.names)], snap))
+        return self._since_stats(folder, snap, snap.names + added, stats, differ, set(), problems, stamp)
+
+    def _scan_since_listed(self, folder: Folder, snap: index.Snapshot, names: list[str],
+                           stamp: Stamp | None) -> FolderScan:
+        """`scan_since` of the folder's memory files `names` (sorted)."""
+        problems: list[Problem] = []
         stats = self._stat_all(folder, names, problems, snap.name_bytes() if names is snap.names else None)
         if names == snap.names:  # the common case: no file came or went
             differ = _differ_in_place(names, stats, snap)
@@ -148,6 +163,13 @@ class FolderScanning(FileReading):
         # its index entry and snapshot row go (else the index lists a file that is gone, and
         # every later pass lists the folder again, its names never matching the snapshot's)
         missing = set() if names is snap.names else set(snap.names).difference(names)
+        return self._since_stats(folder, snap, names, stats, differ, missing, problems, stamp)
+
+    def _since_stats(self, folder: Folder, snap: index.Snapshot, names: list[str],
+                     stats: list[os.stat_result | None], differ: list[str], missing: set[str],
+                     problems: list[Problem], stamp: Stamp | None) -> FolderScan:
+        """The scan of the files `names` (their `stats` in the same order), of which `differ`
+        (sorted) differ from their rows, and of the rows `missing` (no file)."""
         if not differ and not missing:
             return FolderScan(folder, [], {}, problems, None, False, {}, file_count=len(names), stamp=stamp)
         gone = {n for n, st in zip(names, stats, strict=True) if st is None} if None in stats else set()
@@ -169,7 +191,7 @@ class FolderScanning(FileReading):
                           reread, snap, kept, stamp)
 
     def _names_since(self, folder: Folder, snap: index.Snapshot,
-                     stamp: Stamp | None) -> tuple[list[str], Stamp | None]:
+                     stamp: Stamp | None) -> tuple[list[str], Stamp | None, list[str]]:
         """`memory_names`, found by difference with the snapshot's (sorted) names: a folder
         where no file came or went costs two set operations, not a filter and a sort. And
         not even a listing when `stamp` still holds: (the folder's mtime, the snapshot's)
@@ -177,23 +199,25 @@ class FolderScanning(FileReading):
         names. A file created, removed or renamed in a folder moves its mtime, so the names
         are the same while the mtime is. The stamp returned vouches for the names found, or
         is None; it is only made for a folder last changed a while before it was listed (a
-        change after the listing then falls in a later timestamp tick)."""
+        change after the listing then falls in a later timestamp tick). The third value: the
+        names added, sorted, when every name of the snapshot is still there (else none)."""
         try:
             before = os.stat(folder.path).st_mtime_ns
             if stamp == (before, snap.written_ns):
-                return snap.names, stamp
+                return snap.names, stamp, []
             started = time.time_ns()
             found = set(os.listdir(folder.path))
             after = os.stat(folder.path).st_mtime_ns
         except (FileNotFoundError, NotADirectoryError):
-            return [], None
-        if not found.issuperset(snap.names):
-            return self.memory_names(folder), None
-        extra = list(filter(_is_memory_name, found.difference(snap.names)))
+            return [], None, []
+        others = found.difference(snap.names)
+        if len(found) - len(others) != len(snap.names):  # (the names are unique: some are gone)
+            return self.memory_names(folder), None, []
+        extra = sorted(filter(_is_memory_name, others))
         if extra:
-            return sorted(snap.names + extra), None
+            return sorted(snap.names + extra), None, extra
         vouched = before == after and before < started - STAMP_AGE_NS
-        return snap.names, (before, snap.written_ns) if vouched else None
+        return snap.names, (before, snap.written_ns) if vouched else None, []
 
     def _stat_all(self, folder: Folder, names: list[str], problems: list[Problem],
                   raw: list[bytes] | None = None) -> list[os.stat_result | None]:

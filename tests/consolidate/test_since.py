@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import select
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memcli.consolidate import engine, since
 from memcli.consolidate.similar import ALL_PAIRS_MAX
@@ -182,3 +185,204 @@ def test_by_block_groups_kept_rows_by_block_in_the_order_of_their_first_row() ->
             expected.setdefault(blocks[block_of[r]], ([], []))[1].append(r)
         assert list(got.items()) == list(expected.items())
     assert list(since.FocusRows(fresh).by_block()) == [("procedural", "b"), ("new", "block")]
+
+
+# ---------------------------------------------------------------- a worker's share of the scans
+
+
+def _store_after_a_run(store: Path, folders: int = 4, each: int = 3) -> None:
+    for k in range(folders):
+        for _ in range(each):
+            add(store, scope_id=f"a{k}")
+    engine.consolidate(Store(store))
+
+
+def _held_stamps(s: Store) -> dict[str, tuple[int, int]]:
+    """Stamps that hold for every folder (as a pass leaves them): no folder looks moved."""
+    found = {}
+    for folder in s.memory_folders():
+        snap = index.load_lastrun(folder.cache())
+        if snap is not None:  # (global/, empty: none)
+            found[folder.rel] = (os.stat(folder.path).st_mtime_ns, snap.written_ns)
+    assert len(found) == 4
+    return found
+
+
+def _scans(store: Path, stamps: dict[str, tuple[int, int]]) -> list[tuple[Any, ...]]:
+    s = Store(store)
+    return [(scan.folder.rel, scan.count, scan.stamp, sorted(e["id"] for e in scan.entries),
+             scan.reread, sorted(scan.memories), [p.code for p in scan.problems])
+            for scan in since.scans(s, s.memory_folders(), stamps)]
+
+
+def _forks(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The workers started (pids), with a worker wanted for the smallest pass."""
+    from memcli.consolidate import parallel
+
+    monkeypatch.setattr(since, "SHARE_FROM", 0)
+    monkeypatch.setenv("MEMCLI_JOBS", "2")
+    started: list[int | None] = []
+    original = parallel.fork_child
+
+    def spy(body: Any, closes: Any) -> int | None:
+        started.append(original(body, closes))
+        return started[-1]
+
+    monkeypatch.setattr(parallel, "fork_child", spy)
+    return started
+
+
+def test_a_worker_scans_some_folders_and_the_scans_are_a_serial_passs(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _store_after_a_run(store)
+    stamps = _held_stamps(Store(store))
+    add(store, scope_id="a0")  # a folder with a new file: scanned here
+    touched = next((store / "agent" / "a3").glob("mem_*.json"))  # changed in place: its folder looks unmoved
+    touched.write_bytes(touched.read_bytes().replace(b'"summary": "', b'"summary": "edited, '))
+    monkeypatch.setenv("MEMCLI_JOBS", "1")
+    serial = _scans(store, stamps)
+    started = _forks(monkeypatch)
+    reports: list[dict[int, Any]] = []
+    stop = since.Worker.stop
+
+    def spy(self: since.Worker) -> None:
+        if self.pid > 0 and not reports:
+            reports.append({})
+            while self.poll():  # (the worker's whole report: this test waits for it)
+                select.select([self.fd], [], [], 5)
+            reports[0] = {p: found for p, found in self.reports.items() if found is not None}
+        stop(self)
+
+    monkeypatch.setattr(since.Worker, "stop", spy)
+    assert _scans(store, stamps) == serial
+    assert len(started) == 1 and started[0] is not None
+    rels = [scan[0] for scan in serial]
+    assert len(reports) == 1 and reports[0]  # some unchanged folder was the worker's...
+    assert rels.index("agent/a3") not in reports[0]  # ...but not a3, changed: scanned here again
+    assert rels.index("agent/a0") not in reports[0]  # (a0 looks changed: never the worker's)
+    assert serial[rels.index("agent/a3")][4] == [touched.name] and serial[0][3]
+
+
+def test_a_worker_that_fails_or_hangs_costs_time_not_a_different_scan(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    _store_after_a_run(store)
+    stamps = _held_stamps(Store(store))
+    add(store, scope_id="a1")
+    monkeypatch.setenv("MEMCLI_JOBS", "1")
+    serial = _scans(store, stamps)
+    started = _forks(monkeypatch)
+    parent, original = os.getpid(), Store.scan_since
+    for trouble in ("raise", "hang"):
+        def broken(self: Store, *args: Any, trouble: str = trouble) -> FolderScan:
+            if os.getpid() != parent:
+                if trouble == "raise":
+                    raise OSError("worker trouble")
+                signal.pause()  # stuck until stopped
+            return original(self, *args)
+
+        monkeypatch.setattr(Store, "scan_since", broken)
+        assert _scans(store, stamps) == serial  # (never waited for: its folders scanned here)
+    assert len(started) == 2 and None not in started
+    for pid in started:  # every worker was waited for
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # type: ignore[arg-type]
+
+
+def test_no_worker_for_a_small_pass_or_when_every_folder_looks_changed(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _store_after_a_run(store)
+    s = Store(store)
+    folders = s.memory_folders()
+    snaps = [index.load_lastrun(f.cache()) for f in folders]
+    stamps = _held_stamps(s)
+    assert since._split(folders, snaps, stamps) == []  # 12 files: below SHARE_FROM
+    monkeypatch.setattr(since, "SHARE_FROM", 0)
+    assert since._split(folders, snaps, stamps)
+    for folder in folders:  # a file came into every folder since the run
+        if folder.scope == "agent":
+            add(store, scope_id=folder.scope_id)
+    assert since._split(folders, snaps, stamps) == []
+
+
+def test_the_split_gives_the_worker_unmoved_folders_up_to_this_processs_share(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _store_after_a_run(store, folders=4, each=2)
+    s = Store(store)
+    folders = s.memory_folders()
+    snaps = [index.load_lastrun(f.cache()) for f in folders]
+    stamps = _held_stamps(s)
+    monkeypatch.setattr(since, "SHARE_FROM", 0)
+    rels = [f.rel for f in folders]
+    add(store, scope_id="a0")  # moved: 2 files, counted as 4, here
+    # the largest unmoved first (ties: in order), each to the one with less so far
+    assert [rels[p] for p in since._split(folders, snaps, stamps)] == ["agent/a1", "agent/a2", "agent/a3"]
+    add(store, scope_id="a0")
+    add(store, scope_id="a0")  # 4 files, counted as 8
+    add(store, scope_id="a3")  # moved too
+    assert [rels[p] for p in since._split(folders, snaps, stamps)] == ["agent/a1", "agent/a2"]
+
+
+def test_a_workers_report_is_read_a_line_at_a_time() -> None:
+    assert since._report(b"0 5 1 2") == (0, (5, (1, 2))) and since._report(b"3 7 - -") == (3, (7, None))
+    assert since._report(b"4 changed") == (4, None)
+    for garbled in (b"", b"0 5 1", b"x 5 1 2", b"0 5 - 2", b"0 5 1 2 3", b"\xff"):
+        assert since._report(garbled) == (-1, None)
+
+
+def test_the_worker_is_not_waited_for_its_folders_not_reported_are_scanned_here_from_the_last(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    _store_after_a_run(store)
+    stamps = _held_stamps(Store(store))
+    parent, original = os.getpid(), Store.scan_since
+    order: list[str] = []
+
+    def slow(self: Store, folder: Any, *args: Any) -> FolderScan:
+        if os.getpid() != parent:
+            signal.pause()  # a worker that never reports
+        order.append(folder.rel)
+        return original(self, folder, *args)
+
+    monkeypatch.setenv("MEMCLI_JOBS", "1")
+    serial = _scans(store, stamps)
+    _forks(monkeypatch)
+    monkeypatch.setattr(Store, "scan_since", slow)
+    order.clear()
+    assert _scans(store, stamps) == serial
+    s = Store(store)
+    folders = s.memory_folders()
+    share = since._split(folders, [index.load_lastrun(f.cache()) for f in folders], stamps)
+    mine = [f.rel for p, f in enumerate(folders) if p not in share and f.rel != "global"]
+    assert len(share) == 2 and len(mine) == 2  # (the folders alike: every other one the worker's)
+    # its own folders, then the worker's from its last (global/ has no snapshot: scan_since never)
+    assert order == mine + [folders[p].rel for p in share[::-1]]
+
+
+def test_a_worker_only_beside_an_idle_core_unless_asked_for(tmp_path: Path, store: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    cores = len(os.sched_getaffinity(0))
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"0.50 0.40 0.30 {cores + 1}/200 12345\n")
+    assert not since._idle_core(str(loadavg))  # more runnable than cores: none idle
+    loadavg.write_text(f"0.50 0.40 0.30 {cores}/200 12345\n")
+    assert since._idle_core(str(loadavg))  # (this process, and one more at that instant)
+    for unreadable in ("", "0.5 0.4", "0.5 0.4 0.3 x/2 1"):
+        loadavg.write_text(unreadable)
+        assert since._idle_core(str(loadavg))  # (not known: the load average decides)
+    assert since._idle_core(str(tmp_path / "missing"))
+    _store_after_a_run(store)
+    s = Store(store)
+    folders = s.memory_folders()
+    snaps = [index.load_lastrun(f.cache()) for f in folders]
+    monkeypatch.setattr(since, "SHARE_FROM", 0)
+    monkeypatch.setattr(since, "_idle_core", lambda: False)
+    monkeypatch.setattr("memcli.consolidate.parallel.jobs", lambda: 2)
+    monkeypatch.delenv("MEMCLI_JOBS", raising=False)
+    assert since.Worker.start(folders, snaps, _held_stamps(s), lambda p: None) is None  # type: ignore
+    monkeypatch.setenv("MEMCLI_JOBS", "2")  # asked for: whatever the load
+    worker = since.Worker.start(folders, snaps, _held_stamps(s), lambda p: None)  # type: ignore
+    assert worker is not None
+    worker.stop()

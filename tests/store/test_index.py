@@ -576,7 +576,7 @@ def _scan_since_as_before(s: Store, folder: Any, snap: index.Snapshot) -> tuple[
 
 
 @pytest.mark.parametrize("change", ["none", "added", "edited_first", "edited_last", "gone_first", "gone_last",
-                                    "added_and_gone", "everything"])
+                                    "added_and_gone", "added_and_edited", "everything"])
 def test_scan_since_keeps_exactly_the_rows_of_files_unchanged(store: Path, change: str) -> None:
     mems = [add(store, summary=f"note {n} about {n * 7} things") for n in range(6)]
     engine.consolidate(Store(store))
@@ -586,8 +586,11 @@ def test_scan_since_keeps_exactly_the_rows_of_files_unchanged(store: Path, chang
     assert snap is not None and len(snap.names) == 6
     by_name = sorted(f"{m['id']}.json" for m in mems)
     first, last = folder.path / by_name[0], folder.path / by_name[-1]
-    if change in ("added", "added_and_gone", "everything"):
+    if change in ("added", "added_and_gone", "added_and_edited", "everything"):
         add(store, summary="a note written in this session")
+    if change == "added_and_edited":
+        add(store, summary="another note of this session")
+        os.utime(folder.path / by_name[3], ns=(time.time_ns(), time.time_ns()))
     if change in ("edited_first", "everything"):
         first.write_bytes(first.read_bytes().replace(b"note 0", b"NOTE 0").replace(b"note", b"Note", 1))
     if change in ("edited_last", "everything"):
@@ -604,6 +607,33 @@ def test_scan_since_keeps_exactly_the_rows_of_files_unchanged(store: Path, chang
         return
     assert (scan.kept, scan.reread) == before
     assert scan.count == len(s.memory_names(folder))
+
+
+def test_files_added_and_a_problem_give_the_problems_of_the_names_in_order(store: Path) -> None:
+    """Files only added: the snapshot's names and the new ones are stat'ed apart; with a
+    problem among them, the scan (problems in name order) is that of the whole listing."""
+    mems = [add(store, summary=f"note {n} about {n * 7} things") for n in range(4)]
+    engine.consolidate(Store(store))
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    snap = index.load_lastrun(folder.cache())
+    assert snap is not None
+    new = add(store, summary="a note written in this session")
+    names, _, added = s._names_since(folder, snap, None)
+    assert added == [f"{new['id']}.json"] and names == sorted(snap.names + added)
+    clean = s.scan_since(folder, snap)
+    assert clean.reread == added and clean.problems == [] and clean.count == 5
+    first = sorted(f"{m['id']}.json" for m in mems)[0]
+    os.rename(folder.path / first, folder.path / "mem_zz_moved.json")
+    os.symlink(folder.path / "mem_zz_moved.json", folder.path / first)  # a snapshot file now a link
+    os.symlink(folder.path / "mem_zz_moved.json", folder.path / "mem_00_link.json")  # a link added
+    scan = s.scan_since(folder, snap)
+    listed = s._scan_since_listed(folder, snap, s.memory_names(folder), None)
+    found = [(p.path, p.code) for p in scan.problems]
+    assert found == [(p.path, p.code) for p in listed.problems]
+    assert [path for path, code in found if code == "symlink"] == [
+        f"agent/coder/{n}" for n in sorted(["mem_00_link.json", first])]
+    assert (scan.reread, scan.kept, scan.count) == (listed.reread, listed.kept, listed.count)
 
 
 def test_rows_but_leaves_out_exactly_the_rows_named() -> None:

@@ -277,3 +277,35 @@ def test_preflight_takes_a_marked_log_as_it_is_and_still_refuses_a_broken_one(st
     log.log_path(store).write_text('{"entries": "not a list"}')
     with pytest.raises(OpsFileError):
         opsfiles.preflight(store)
+
+
+def test_the_marked_bytes_are_hashed_once_a_file_and_the_mark_follows_from_that_hash(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+    import os
+
+    for n in range(3):
+        log.append(store, big_entry(n))
+    path, mark = log.log_path(store), store / ".cache" / "log" / "live.json"
+    assert json.loads(mark.read_bytes())["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    hashed: list[int] = []
+
+    class Counting:
+        def sha256(self, data: Any = b"") -> Any:
+            hashed.append(len(data))
+            return hashlib.sha256(data)
+
+    monkeypatch.setattr(log, "hashlib", Counting())
+    log._hashed.clear()  # (a new process)
+    assert log.as_written(store) is not None and log.as_written(store) is not None
+    assert len(hashed) == 1  # the same file, unchanged: hashed once (the preflight, then the append)
+    log.append(store, big_entry(3))
+    assert len(hashed) == 1  # the new mark's hash goes on from the one of the bytes kept
+    assert json.loads(mark.read_bytes())["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    raw = path.read_bytes()  # the same size, another byte, another mtime: hashed again, and refused
+    path.write_bytes(raw.replace(b"run_0001", b"run_0009"))
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 1))
+    assert log.as_written(store) is None and len(hashed) == 2
+    log.append(store, big_entry(4))  # parsed, written whole, marked
+    assert log.as_written(store) is not None
+    assert [e["run_id"] for e in log.read_live(store)] == ["run_0000", "run_0009", "run_0002", "run_0003", "run_0004"]
