@@ -35,14 +35,21 @@ def scans(store: Store, folders: list[Folder], stamps: dict[str, Stamp]) -> Iter
     """Each folder's scan, in order: against its last-run snapshot (`Store.scan_since`), or
     its index where it has none. Where a second core is free, a forked worker scans some of
     the folders meanwhile (`Worker`): the scans are those of a serial pass all the same."""
-    snaps = [index.load_lastrun(folder.cache()) for folder in folders]
+    # Snapshots are loaded a folder at a time and let go once it is scanned (about 180 bytes
+    # a row in memory: 180 MB at 1,000,000 memories if all were held); all at once only to
+    # share the folders out with a worker, and each let go once scanned here all the same.
+    loaded: dict[int, Snapshot | None] = {}
 
     def scan(p: int) -> FolderScan:
-        folder, snap = folders[p], snaps[p]
+        folder = folders[p]
+        snap = loaded.pop(p) if p in loaded else index.load_lastrun(folder.cache())
         return (store.scan(folder, load=False) if snap is None
                 else store.scan_since(folder, snap, stamps.get(folder.rel)))
 
-    worker = Worker.start(folders, snaps, stamps, scan)
+    worker = None
+    if Worker.wanted():
+        loaded.update((p, index.load_lastrun(folder.cache())) for p, folder in enumerate(folders))
+        worker = Worker.start(folders, [loaded[p] for p in range(len(folders))], stamps, scan)
     if worker is None:
         yield from map(scan, range(len(folders)))
         return
@@ -90,6 +97,15 @@ class Worker:
         self.reports: dict[int, tuple[int, Stamp | None] | None] = {}  # None: not unchanged
         self._partial = b""
 
+    @staticmethod
+    def wanted() -> bool:
+        """Whether a worker may be started now: a second core (`parallel.jobs`), idle at this
+        moment too unless `MEMCLI_JOBS` asks for it, and no thread in this process."""
+        from memcli.consolidate import parallel
+
+        forced = os.environ.get(parallel.JOBS_ENV, "").strip()  # (MEMCLI_JOBS=N: whatever the load)
+        return parallel.jobs() >= 2 and parallel.may_fork() and bool(forced or _idle_core())
+
     @classmethod
     def start(cls, folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp],
               scan: Callable[[int], FolderScan]) -> Worker | None:
@@ -98,9 +114,6 @@ class Worker:
             return None
         from memcli.consolidate import parallel
 
-        forced = os.environ.get(parallel.JOBS_ENV, "").strip()  # (MEMCLI_JOBS=N: whatever the load)
-        if parallel.jobs() < 2 or not parallel.may_fork() or not (forced or _idle_core()):
-            return None
         try:
             read, write = os.pipe()
         except OSError:
