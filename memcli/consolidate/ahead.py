@@ -19,7 +19,9 @@ A folder that is not the helper's (see `Planner._start_helper`) is searched as b
 forked once it is loaded (:mod:`memcli.consolidate.parallel`); the helper does not go past it
 before the planner has searched it, so that the two never compete with such workers.
 
-Messages, helper to planner: length-prefixed pickles ``("layout", k, digest)``, ``("start", k,
+Messages, helper to planner: length-prefixed pickles ``("layout", k, digest, blind, jobs,
+costs)`` (blind: the folder's entries taken without comparing them with the files,
+`FolderLoading._load_ahead`; its jobs, which the planner then need not make again), ``("start", k,
 n)``, ``("found", k, n, found)``, ``("done", k)``, ``("end", private_kb)``, where ``k`` is the
 folder's position among the helper's folders and ``n`` a block's. Planner to helper: pairs of
 4-byte numbers ``(k, n)``, a claim of block ``n`` of folder ``k``, or ``(k, GO)``: the helper may
@@ -59,12 +61,15 @@ def wanted() -> bool:
 def layout(blocks: Iterable[list[Any]]) -> bytes:
     """A digest of a folder's blocks as the duplicate rule searches them: each block's members
     in order, by id and content hash. The helper's and the planner's must be equal for the
-    helper's pairs to be used (positions then mean the same memories)."""
+    helper's pairs to be used (positions then mean the same memories). (A block's ids, then
+    its hashes, each joined in one call: neither holds the separators.)"""
     import hashlib
 
     h = hashlib.blake2b(digest_size=16)
     for block in blocks:
-        h.update(("\x1e".join(f"{i.mem.id}\x1f{i.mem.content_hash}" for i in block) + "\x1d").encode())
+        mems = [i.mem for i in block]
+        h.update(("\x1e".join([m.id for m in mems]) + "\x1f" + "\x1e".join([m.content_hash for m in mems])
+                  + "\x1d").encode())
     return h.digest()
 
 
@@ -126,6 +131,8 @@ class Helper:
         self.position = {rel: k for k, rel in enumerate(rels)}
         self.pid, self.in_fd, self.out_fd = pid, in_fd, out_fd
         self.layouts: dict[int, bytes] = {}
+        self.blind: set[int] = set()  # folders it loaded without comparing entries with files
+        self.jobs: dict[int, tuple[Any, Any]] = {}  # a folder's jobs and their costs (checked where used)
         self.started: dict[int, set[int]] = {}
         self.found: dict[int, dict[int, Any]] = {}
         self.done: set[int] = set()  # folders it has sent all it will of
@@ -146,6 +153,19 @@ class Helper:
             return
         with contextlib.suppress(OSError):  # (full, or the helper gone: only time is lost)
             os.write(self.out_fd, _CLAIM.pack(k, n))
+
+    def agrees(self, k: int, mine: bytes, read_files: bool) -> bool | None:
+        """Whether the helper's folder `k` came out as the planner's, whose layout is `mine`
+        and which read some of its memories from their files (`read_files`: an entry did not
+        describe its file); None while not known. A folder the helper loaded blind (its
+        entries not compared with the files) agrees only with a planner's that took every
+        memory from its entry: otherwise an entry the planner found stale, but whose file
+        still hashes the same (touched, or the entry edited by hand), might hold other facts
+        in the helper than the file's in the planner."""
+        theirs = self.layouts.get(k)
+        if theirs is None:
+            return None
+        return theirs == mine and not (read_files and k in self.blind)
 
     def over(self, k: int) -> bool:
         """Whether nothing more will come for folder `k`."""
@@ -193,6 +213,9 @@ class Helper:
         kind = message[0]
         if kind == "layout":
             self.layouts[int(message[1])] = bytes(message[2])
+            if message[3]:
+                self.blind.add(int(message[1]))
+            self.jobs[int(message[1])] = (message[4], message[5])
         elif kind == "start":
             self.started.setdefault(int(message[1]), set()).add(int(message[2]))
         elif kind == "found":
@@ -221,6 +244,8 @@ class Helper:
     def forget(self, k: int) -> None:
         """Folder `k` is planned: what the helper sent of it serves no one now."""
         self.layouts.pop(k, None)
+        self.blind.discard(k)
+        self.jobs.pop(k, None)
         self.started.pop(k, None)
         self.found.pop(k, None)
 

@@ -4,12 +4,13 @@ the files still match them), session_end only what changed and its duplicate can
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from memcli.consolidate import rules, since
 from memcli.consolidate.planbase import PlannerBase
 from memcli.consolidate.plantypes import WHOLE_STORE, Live
 from memcli.consolidate.since import Row
-from memcli.store import index, planned
+from memcli.store import entries, index, planned
 from memcli.store.model import Memory
 from memcli.store.reading import FolderFiles
 from memcli.store.store import Folder, FolderScan, Problem
@@ -19,6 +20,7 @@ class FolderLoading(PlannerBase):
     """Puts memories into the simulated store, and signs what a real run rewrites."""
 
     _files: FolderFiles | None = None  # the folder a full run is planning: its files' reads
+    _read_files = False  # the folder loaded last: some of its memories read from their files
 
     def _sign_rewritten(self) -> None:
         """Memories this run rewrites get their new signatures now, in bulk, so that the cache
@@ -49,20 +51,47 @@ class FolderLoading(PlannerBase):
             if ticket is not None:
                 self.planned[folder.rel] = ticket
         self.problems += [p for p in scan.problems if p.code != "index_gone"]  # the run rewrites it
+        self._read_files = bool(scan.memories)
         self._close_files()
         files = self._files = FolderFiles(folder.path)  # (closed when the folder is let go)
-        mems = dict(scan.memories)
+        mems = dict(scan.memories)  # (the files read: their entries did not describe them)
         if mems:
             mems.update((m.id, m) for m in self.store.planned(folder, [e for e in scan.entries
                                                                         if e["id"] not in mems], files))
         else:  # (a cold or warm run's usual folder: every memory from its entry)
             mems = {m.id: m for m in self.store.planned(folder, scan.entries, files)}
+        self._hold(folder, mems, twins, scan.run_hashes)
+
+    def _load_ahead(self, folder: Folder, twins: dict[str, list[str]], names: list[str] | None) -> bool:
+        """(In the helper.) Folder `folder` loaded for its pair search alone: when its index
+        lists exactly the files `names` (the run's listing), with every field a run plans
+        from, its entries are taken without the `lstat` of each file and the comparison of
+        sizes and mtimes that `_load_folder` makes, and without what only the planner needs
+        (problems, run hashes). True then; else it is loaded as the planner loads it, False.
+        The planner uses what the helper found in a folder loaded this way only when its own
+        load of the folder also took every memory from its entry (`_read_files` false): then
+        the two hold the same facts for the same (id, content hash), as when both compare
+        sizes and mtimes; a file changed since it was indexed makes the planner read it, and
+        the helper's findings in that folder go unused (time only, never the plan)."""
+        listed = _plain_entries(folder, names)
+        if listed is None:
+            self._load_folder(folder, twins, names)
+            return False
+        self._close_files()
+        files = self._files = FolderFiles(folder.path)
+        self._hold(folder, {m.id: m for m in self.store.planned(folder, listed, files)}, twins, {})
+        return True
+
+    def _hold(self, folder: Folder, mems: dict[str, Memory], twins: dict[str, list[str]],
+              run_hashes: dict[str, str | None]) -> None:
+        """The folder's memories `mems` into the simulated store (but an id also in another
+        folder, `twins`: reported and left out), in id order."""
         if twins and not twins.keys().isdisjoint(mems):
             for mem_id in [i for i in mems if i in twins]:
                 self.problems.append(Problem(self.store.rel(mems.pop(mem_id).path),
                                              f"duplicate id {mem_id} (in {', '.join(twins[mem_id])}); left "
                                              "out until one copy is renamed", "duplicate_id"))
-        run_hashes, prefix = scan.run_hashes, folder.rel + "/"
+        prefix = folder.rel + "/"
         # (once per memory of the store: locals, and no call for pending uses when there are none)
         with_uses, key, live, loaded = self._with_uses if self.uses else None, rules.newest_first_key, \
             self.live, self._all_loaded
@@ -188,6 +217,31 @@ class FolderLoading(PlannerBase):
         if self.opts.trigger in WHOLE_STORE and self.opts.folders is None:
             return self._loaded
         return sum(_file_count(f) for f in self.store.memory_folders())  # the rest of the store too
+
+
+def _plain_entries(folder: Folder, names: list[str] | None) -> list[dict[str, Any]] | None:
+    """The folder's index entries when they list exactly the memory files `names`, in order,
+    with every field a run plans from as `entries.all_trusted` checks them, sizes and mtimes
+    aside (not compared with the files: see `FolderLoading._load_ahead`); else None."""
+    if names is None:
+        return None
+    try:
+        saved = index.load(folder.path)
+    except (OSError, ValueError):  # (the planner's scan reports it)
+        return None
+    listed = saved.get("entries") if saved is not None else None
+    if not isinstance(listed, list) or len(listed) != len(names):
+        return None
+    try:
+        plain = ([e["file"] for e in listed] == names
+                 and set(map(type, [e["size"] for e in listed])) <= {int}
+                 and set(map(type, [e["mtime_ns"] for e in listed])) <= {int}
+                 and entries.ids_ok([e.get("id") for e in listed])
+                 and entries.facts_ok(listed)
+                 and all([bool(e.get("content_hash")) and "text_len" in e for e in listed]))
+    except (KeyError, TypeError, AttributeError):  # (an entry not an object: `index.load` refuses it)
+        return None
+    return listed if plain else None
 
 
 def _file_count(folder: Folder) -> int:

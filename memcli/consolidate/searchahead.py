@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Collection
+from itertools import chain
 from operator import attrgetter
+from typing import Any
 
 from memcli.consolidate import ahead
 from memcli.consolidate.groups import MergeGroups
@@ -129,11 +131,11 @@ class SearchAhead(MergeGroups):
         for k, folder in enumerate(folders):
             if not auto[k] and not channel.wait_go(k):
                 return
-            self._load_folder(folder, self._twins, names.get(folder.rel))
+            blind = self._load_ahead(folder, self._twins, names.get(folder.rel))
             blocks = self._ordered(self._blocks())
-            channel.send(("layout", k, ahead.layout(blocks)))
             jobs = self._jobs(blocks)
             costs = self._job_costs(blocks, jobs)
+            channel.send(("layout", k, ahead.layout(blocks), blind, jobs, costs))
             for n in sorted(range(len(jobs)), key=lambda n: (-costs[n], n)):
                 if channel.claimed(k, n):
                     continue
@@ -184,18 +186,37 @@ class SearchAhead(MergeGroups):
     def _search_beside(self, helper: ahead.Helper, k: int, blocks: list[list[Live]]) -> dict[int, Found]:
         """The pairs and verdicts of the helper's folder `k`: the planner takes its jobs
         (:meth:`_jobs`) cheapest first, skipping those the helper has begun (it goes costliest
-        first), then takes the helper's findings, provided its folder came out the same, and
-        searches whatever is still missing. Exact whatever the helper did or did not do."""
+        first), then takes the helper's findings, provided its folder came out the same
+        (`Helper.agrees`) and its jobs are the planner's, and searches whatever is still
+        missing. Exact whatever the helper did or did not do. The jobs are the helper's when its
+        folder is already known to be the same (it made them from the same blocks: the planner
+        need not make them again), else the planner's own."""
         from memcli.consolidate import parallel
 
-        jobs = self._jobs(blocks)
-        costs = self._job_costs(blocks, jobs)
         mine = ahead.layout(blocks)
+        helper.poll()
+        theirs = helper.jobs.get(k) if helper.agrees(k, mine, self._read_files) else None
+        if theirs is not None and _cover(blocks, *theirs):  # the helper's: the same folder, the same jobs
+            jobs, costs = theirs
+        else:
+            jobs = self._jobs(blocks)
+            costs = self._job_costs(blocks, jobs)
+        known: list[bool] = []  # (once the helper's layout is in: whether its findings serve)
+
+        def agreed() -> bool | None:
+            """Whether the helper's folder and jobs are the planner's (None: not known yet)."""
+            if not known:
+                agrees = helper.agrees(k, mine, self._read_files)
+                if agrees is None:
+                    return None
+                known.append(agrees and helper.jobs.get(k) == (jobs, costs))
+            return known[0]
+
         found: dict[int, Found] = {}
         began = time.monotonic()
         for n in sorted(range(len(jobs)), key=lambda n: (costs[n], n)):
             helper.poll()
-            if helper.layouts.get(k, mine) == mine and (
+            if agreed() is not False and (
                     n in helper.found.get(k, {}) or (n in helper.started.get(k, ()) and not helper.over(k))):
                 continue
             helper.claim(k, n)
@@ -204,9 +225,9 @@ class SearchAhead(MergeGroups):
         if missing:
             waited = max(parallel.WAIT_MIN_S, parallel.WAIT_FACTOR * (time.monotonic() - began))
             helper.wait(k, missing, time.monotonic() + waited)
-            if helper.layouts.get(k) == mine:
-                for n, theirs in helper.found.get(k, {}).items():
-                    found.setdefault(n, theirs)
+            if agreed():
+                for n, theirs_found in helper.found.get(k, {}).items():
+                    found.setdefault(n, theirs_found)
             for n in sorted(missing - found.keys()):
                 found[n] = self._search_job(blocks, jobs[n])
         helper.forget(k)
@@ -226,3 +247,32 @@ class SearchAhead(MergeGroups):
     def _search_block(self, block: list[Live]) -> Found:
         """A block's pairs, verdicts and members gone bad (`DuplicateMerging`)."""
         raise NotImplementedError
+
+
+def _cover(blocks: list[list[Live]], jobs: Any, costs: Any) -> bool:
+    """Whether `jobs` (with their `costs`), as the helper sent them, are jobs of `blocks` as
+    `SearchAhead._jobs` makes them: block after block, each whole or cut into pieces that hold
+    each of its members once. (What the helper sent is used only when its folder came out as
+    the planner's, and the same code then makes the same jobs; this spares the planner an
+    error should a helper send something else.)"""
+    if type(jobs) is not list or type(costs) is not list or len(jobs) != len(costs) \
+            or not all([type(c) is float for c in costs]):
+        return False
+    parts: dict[int, list[Any]] = {}
+    last = -1
+    for job in jobs:
+        if type(job) is not tuple or len(job) != 2 or type(job[0]) is not int \
+                or not last <= job[0] < len(blocks):
+            return False
+        last = job[0]
+        parts.setdefault(last, []).append(job[1])
+    if len(parts) != len(blocks):  # (each block's jobs together, in block order: all there)
+        return False
+    for n, cut in parts.items():
+        if cut == [None]:
+            continue
+        if not all([type(piece) is list and all([type(i) is int for i in piece]) for piece in cut]):
+            return False
+        if sorted(chain.from_iterable(cut)) != list(range(len(blocks[n]))):
+            return False
+    return True

@@ -310,3 +310,91 @@ def test_the_helper_takes_folders_from_ahead_min_to_ahead_max_memories(
         _plan(root)
         expected = {rel for rel, n in sizes.items() if least <= n <= most}
         assert (set(seen[0]) if seen else set()) == expected, (least, most)
+
+
+# ---------------------------------------------------------------- blind loads and the helper's jobs
+
+
+@pytest.mark.slow
+def test_a_blind_load_serves_only_where_the_planner_read_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helped: dict[str, int]) -> None:
+    """The helper takes a folder's entries without comparing them with the files; where the
+    planner then found an entry stale (here: edited by hand, its file touched, so that both
+    give the same content hash but other tags), what the helper found there goes unused,
+    and the plan is the serial one."""
+    root = _store(tmp_path)
+    folder = root / "agent" / "agent1"
+    saved = json.loads((folder / "_index.json").read_bytes())
+    entry = saved["entries"][5]
+    entry["tags"] = ["edited", "by", "hand"]
+    (folder / "_index.json").write_text(json.dumps(saved))
+    path = folder / entry["file"]
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    monkeypatch.setenv(parallel.JOBS_ENV, "1")
+    serial = _plan(root)
+    monkeypatch.setenv(parallel.JOBS_ENV, "2")
+    said: list[tuple[bool, bool | None]] = []
+    real = ahead.Helper.agrees
+
+    def agrees(self: Any, k: int, mine: bytes, read_files: bool) -> bool | None:
+        out = real(self, k, mine, read_files)
+        said.append((read_files and k in self.blind, out))
+        return out
+
+    monkeypatch.setattr(ahead.Helper, "agrees", agrees)
+    assert _plan(root) == serial and helped["found"] > 0
+    assert (True, False) in said and (False, True) in said  # (that folder refused, the others used)
+    assert all(out is not True for stale, out in said if stale)
+
+
+def _blocks_of(*sizes: int) -> list[list[Any]]:
+    return [[object()] * size for size in sizes]
+
+
+def test_the_helpers_jobs_are_checked_before_the_planner_takes_them() -> None:
+    from memcli.consolidate.searchahead import _cover
+
+    blocks = _blocks_of(3, 5, 2)
+    jobs: list[Any] = [(0, None), (1, [0, 2, 4]), (1, [1, 3]), (2, None)]
+    assert _cover(blocks, jobs, [1.0, 2.0, 3.0, 4.0])
+    assert _cover([], [], [])
+    bad: list[tuple[Any, Any]] = [
+        (jobs, [1.0, 2.0, 3.0]),  # a cost missing
+        (jobs, [1, 2.0, 3.0, 4.0]),  # not a cost
+        (jobs[:-1], [1.0, 2.0, 3.0]),  # a block without a job
+        ([(0, None), (1, [0, 2, 4]), (1, [1, 2]), (2, None)], [1.0] * 4),  # a member twice, one never
+        ([(0, None), (1, [0, 2, 4]), (1, [1, 3, 5]), (2, None)], [1.0] * 4),  # past the block
+        ([(0, None), (1, [0, 1, 2, 3, 4]), (1, None), (2, None)], [1.0] * 4),  # whole and in pieces
+        ([(1, [0, 2, 4]), (0, None), (1, [1, 3]), (2, None)], [1.0] * 4),  # out of block order
+        ([(0, None), (1, [0, 1, 2, 3, 4]), (2, None), (3, None)], [1.0] * 4),  # a block too many
+        ([(0, None), (1, (0, 1, 2, 3, 4)), (2, None)], [1.0] * 3),  # not a list
+        ([(0, None), (1, [0, 1, 2, 3, "4"]), (2, None)], [1.0] * 3),
+        ([[0, None], (1, None), (2, None)], [1.0] * 3),
+        ([(0, None), (1, None), (2, None)], (1.0, 1.0, 1.0)),
+        ("garbage", [1.0]),
+    ]
+    for sent, costs in bad:
+        assert not _cover(blocks, sent, costs), sent
+
+
+@pytest.mark.slow
+def test_a_helper_whose_jobs_differ_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                helped: dict[str, int]) -> None:
+    """Jobs the planner may not take (out of range), or other than the planner's: its
+    findings, numbered by its own jobs, are not used; the plan is the serial one."""
+    root = _store(tmp_path)
+    monkeypatch.setenv(parallel.JOBS_ENV, "1")
+    serial = _plan(root)
+    monkeypatch.setenv(parallel.JOBS_ENV, "2")
+    real = merging.DuplicateMerging._jobs
+
+    for how in ("out of range", "reversed"):
+        def jobs(self: Any, blocks: Any, how: str = how) -> Any:
+            made = real(self, blocks)
+            if not self._in_helper:
+                return made
+            return [(n, [10**6]) for n, _ in made] if how == "out of range" else made[::-1]
+
+        monkeypatch.setattr(merging.DuplicateMerging, "_jobs", jobs)
+        assert _plan(root) == serial, how
+        assert _reaped(helped["pids"]), how
