@@ -9,7 +9,7 @@ from memcli.consolidate import rules, since
 from memcli.consolidate.planbase import PlannerBase
 from memcli.consolidate.plantypes import WHOLE_STORE, Live
 from memcli.consolidate.since import Row
-from memcli.store import index, planned
+from memcli.store import lastrun, planned
 from memcli.store.model import Memory
 from memcli.store.reading import FolderFiles
 from memcli.store.store import Folder, FolderScan, Problem
@@ -107,7 +107,7 @@ class FolderLoading(PlannerBase):
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
         for position, folder in enumerate(folders):
-            snap = index.load_lastrun(folder.cache())
+            snap = lastrun.load_lastrun(folder.cache())
             scan = self.store.scan(folder, load=True, entries=False, lastrun=snap)
             self.problems += scan.problems
             cache, run_hashes = self._folder_sigs(folder), scan.run_hashes

@@ -133,7 +133,8 @@ class Planner(LaterRules):
             return None
         if parallel.jobs() < 2 or not parallel.may_fork():
             return None
-        from memcli.store.index import INDEX_NAME, PAIRS_NAME
+        from memcli.store.index import INDEX_NAME
+        from memcli.store.paircache import PAIRS_NAME
 
         # (a folder with no index: loading it reads every file, in the helper as well, which
         # then costs more than it saves)

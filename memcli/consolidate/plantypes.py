@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcli.store.index import SigCache
 from memcli.store.model import Memory, Plan
 from memcli.store.planned import Ticket
+from memcli.store.sigcache import SigCache
 from memcli.store.store import Folder, Problem, Stamp
 
 TRIGGERS = ("manual", "weekly", "daily", "session_end", "index_overflow")
