@@ -191,7 +191,7 @@ class FolderLoading(PlannerBase):
 
 
 def _file_count(folder: Folder) -> int:
-    from memcli.store.model import fmt_of
+    from memcli.store.formats import fmt_of
 
     try:
         return sum(1 for p in folder.path.iterdir() if fmt_of(p) is not None)

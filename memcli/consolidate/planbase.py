@@ -12,8 +12,10 @@ from memcli.config import Consolidation
 from memcli.consolidate import decisions, review, rules
 from memcli.consolidate.plantypes import Live, RunOptions
 from memcli.store import opsfiles
-from memcli.store.model import Action, FileOp, Memory, Plan, encode, format_ts, new_run_id, sha256
+from memcli.store.formats import encode
+from memcli.store.model import Memory, format_ts, new_run_id, sha256
 from memcli.store.planned import Ticket
+from memcli.store.plans import Action, FileOp, Plan
 from memcli.store.sigcache import SigCache, load_sigs
 from memcli.store.store import Folder, Problem, Stamp, Store
 

@@ -14,7 +14,7 @@ from memcli.consolidate import ahead, rules, runid
 from memcli.consolidate.laterrules import LaterRules
 from memcli.consolidate.plantypes import ALL_RULES, LIGHT_RULES, WHOLE_STORE, Planning, RunOptions
 from memcli.store import journal, log, planned
-from memcli.store.model import Action
+from memcli.store.plans import Action
 from memcli.store.store import Folder, Store
 
 

@@ -373,7 +373,7 @@ def _plan(store: Any, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for rel, (mem, total, sources) in sorted(by_target.items()):
         count, last = applied(mem.data.get("access_count"), mem.data.get("last_accessed"), total)
         data = {**mem.data, "access_count": count, "last_accessed": last}
-        from memcli.store.model import encode
+        from memcli.store.formats import encode
 
         raw = encode(data, mem.fmt)
         entries.append({"path": rel, "id": mem.id, "uses_of": sources, "n": total.count, "last": total.last,

@@ -9,7 +9,7 @@ import contextlib
 from typing import Any
 
 from memcli.store import paircache, sigcache
-from memcli.store.model import Action, Plan
+from memcli.store.plans import Action, Plan
 from memcli.store.sigcache import SigCache
 from memcli.store.store import Folder, Stamp, Store
 

@@ -34,7 +34,8 @@ import orjson
 from memcli.consolidate import review
 from memcli.errors import MemcliError
 from memcli.store import fsops, index, lastrun, log, opsfiles, paths, planned
-from memcli.store.model import Action, FileOp, Plan, sha256
+from memcli.store.model import sha256
+from memcli.store.plans import Action, FileOp, Plan
 from memcli.store.store import Store
 
 JOURNAL_GLOB = "journal-*.json"
