@@ -52,7 +52,8 @@ def rows_of(version: str) -> tuple[list[tuple[str, str, list[str], str | None]],
 
 def make_store(root: Path, version: str = "v2") -> list[tuple[str, str]]:
     """The set as a store (agent coder); returns (query, wanted id) pairs, held-out last."""
-    from memcli.store.model import encode, new_memory_id, parse_ts
+    from memcli.store.formats import encode
+    from memcli.store.model import new_memory_id, parse_ts
 
     moment = parse_ts(NOW)[0]
     folder = root / "agent" / "coder"

@@ -103,7 +103,7 @@ def phase_floor(store: Path) -> JsonDict:
     """Read and parse every memory file, nothing else: the floor any full pass pays."""
     import orjson
 
-    from memcli.store.model import decode
+    from memcli.store.formats import decode
 
     files = size = 0
     for folder in memory_dirs(store):

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from bench import generate  # noqa: E402
 from bench.secrets_corpus import ORDINARY, SAMPLES  # noqa: E402
 from memcli.secrets import find_secret_spans, mask  # noqa: E402
-from memcli.store.model import decode  # noqa: E402
+from memcli.store.formats import decode  # noqa: E402
 
 START, END = "<!-- secrets:start -->", "<!-- secrets:end -->"
 GENERATED = 5_000

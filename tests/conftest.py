@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from memcli.store.model import encode, format_ts, new_memory_id, parse_ts
+from memcli.store.formats import encode
+from memcli.store.model import format_ts, new_memory_id, parse_ts
 
 NOW = "2026-11-22T00:00:00Z"
 NOW_DT = parse_ts(NOW)[0]
@@ -179,7 +180,7 @@ def assert_invariants(root: Path) -> None:
 
 
 def load(path: Path) -> dict[str, Any]:
-    from memcli.store.model import decode
+    from memcli.store.formats import decode
 
     return decode(path.read_bytes(), "md" if path.suffix == ".md" else "json")
 

@@ -27,7 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from memcli.consolidate import engine, undo
 from memcli.errors import UndoRefusedError
 from memcli.store import doctor, fsops, journal, log, memories
-from memcli.store.model import decode, format_ts
+from memcli.store.formats import decode
+from memcli.store.model import format_ts
 from memcli.store.store import Store
 from tests import sweep
 from tests.conftest import NOW_DT, days_ago, ids_everywhere, record, snapshot, write_memory

@@ -33,18 +33,9 @@ from memcli.capture.session import Session
 from memcli.config import Settings
 from memcli.errors import MemcliError
 from memcli.secrets import Masker, contains_secret, redact
-from memcli.store.model import (
-    Action,
-    FileOp,
-    Memory,
-    Plan,
-    encode,
-    format_ts,
-    new_memory_id,
-    new_run_id,
-    now,
-    sha256,
-)
+from memcli.store.formats import encode
+from memcli.store.model import Memory, format_ts, new_memory_id, new_run_id, now, sha256
+from memcli.store.plans import Action, FileOp, Plan
 from memcli.store.store import Folder, Store, is_valid_scope_id
 
 SUBTYPE = "session"

@@ -151,7 +151,7 @@ def render_list(listing: Any, archived: bool) -> None:
 def run_show(opts: FastOpts, mem_id: str) -> None:
     from memcli.cli.output import emit_json
     from memcli.store import memories
-    from memcli.store.model import encode
+    from memcli.store.formats import encode
     from memcli.store.store import Store
 
     store = Store.open(opts.store)

@@ -14,7 +14,7 @@ import typer
 from memcli.cli.common import Opts, app, emit_json, notes, opts, sub_app
 
 if TYPE_CHECKING:
-    from memcli.store.model import Outcome
+    from memcli.store.plans import Outcome
     from memcli.store.store import Store
 
 review_app = sub_app("The review queue: pairs a person should look at.")
@@ -215,7 +215,7 @@ def log_cmd(
     from memcli.cli.output import hint_line, plural, width
     from memcli.cli.report import wrap
     from memcli.consolidate import history
-    from memcli.store.model import Outcome
+    from memcli.store.plans import Outcome
 
     o = opts(ctx)
     entries = history.recent_runs(o.open_store(), last, run)

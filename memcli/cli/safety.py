@@ -11,7 +11,7 @@ from memcli.cli.common import Opts, app, emit_json, opts
 
 if TYPE_CHECKING:
     from memcli.store import doctor as doctor_core
-    from memcli.store.model import Outcome
+    from memcli.store.plans import Outcome
 
 
 @app.command()

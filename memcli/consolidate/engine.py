@@ -1,6 +1,6 @@
 """`consolidate`: plan every rule in order over a simulated store, then apply the plan.
 
-The plan is data (see `model.Plan`): each action carries its log entry, its reason and the
+The plan is data (see `plans.Plan`): each action carries its log entry, its reason and the
 exact bytes it will write, each file with the hash it must have just before. A dry run renders
 the plan; a real run hands it to `journal.execute`; the log records it; undo reverses it.
 """
@@ -27,7 +27,8 @@ from memcli.consolidate.plantypes import (
 from memcli.consolidate.recording import apply, preview, write_plan_file
 from memcli.errors import MemcliError
 from memcli.store import journal, planned
-from memcli.store.model import Outcome, now
+from memcli.store.model import now
+from memcli.store.plans import Outcome
 from memcli.store.store import Folder, Store
 
 __all__ = [

@@ -9,7 +9,7 @@ from memcli.consolidate import review, rules
 from memcli.consolidate.explain import merge_figures
 from memcli.consolidate.pairsearch import PairSearch
 from memcli.consolidate.plantypes import Live
-from memcli.store.model import Action, FileOp
+from memcli.store.plans import Action, FileOp
 
 
 class MergeGroups(PairSearch):

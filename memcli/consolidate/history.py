@@ -12,7 +12,8 @@ import orjson
 from memcli.consolidate import review
 from memcli.errors import MemcliError, NotFoundError, PlanMismatchError
 from memcli.store import journal, log, paths
-from memcli.store.model import Outcome, Plan, format_ts, now, ts_or_none
+from memcli.store.model import format_ts, now, ts_or_none
+from memcli.store.plans import Outcome, Plan
 from memcli.store.store import Store
 
 _BARS = "▁▂▃▄▅▆▇█"

@@ -10,7 +10,9 @@ from memcli.consolidate import rules
 from memcli.consolidate.merging import DuplicateMerging
 from memcli.consolidate.plantypes import Live
 from memcli.consolidate.summary import extractive_summary
-from memcli.store.model import Action, FileOp, Memory, encode, new_memory_id
+from memcli.store.formats import encode
+from memcli.store.model import Memory, new_memory_id
+from memcli.store.plans import Action, FileOp
 
 
 class LaterRules(DuplicateMerging):

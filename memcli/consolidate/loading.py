@@ -10,7 +10,7 @@ from memcli.consolidate import rules, since
 from memcli.consolidate.planbase import PlannerBase
 from memcli.consolidate.plantypes import WHOLE_STORE, Live
 from memcli.consolidate.since import Row
-from memcli.store import entries, index, planned
+from memcli.store import entries, index, lastrun, planned
 from memcli.store.model import Memory
 from memcli.store.reading import FolderFiles
 from memcli.store.store import Folder, FolderScan, Problem
@@ -136,7 +136,7 @@ class FolderLoading(PlannerBase):
         folders = self._scope_folders()
         self._progress("reading", 0, len(folders))
         for position, folder in enumerate(folders):
-            snap = index.load_lastrun(folder.cache())
+            snap = lastrun.load_lastrun(folder.cache())
             scan = self.store.scan(folder, load=True, entries=False, lastrun=snap)
             self.problems += scan.problems
             cache, run_hashes = self._folder_sigs(folder), scan.run_hashes
@@ -245,7 +245,7 @@ def _plain_entries(folder: Folder, names: list[str] | None) -> list[dict[str, An
 
 
 def _file_count(folder: Folder) -> int:
-    from memcli.store.model import fmt_of
+    from memcli.store.formats import fmt_of
 
     try:
         return sum(1 for p in folder.path.iterdir() if fmt_of(p) is not None)

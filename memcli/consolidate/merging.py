@@ -10,7 +10,8 @@ from memcli.consolidate.pairsearch import BlockTexts
 from memcli.consolidate.plantypes import DISCOVERY_FLOOR, Live
 from memcli.consolidate.searchahead import Found, SearchAhead, Verdicts
 from memcli.consolidate.similar import second_look, similar_pairs
-from memcli.store.model import VANISHED, Action
+from memcli.store.model import VANISHED
+from memcli.store.plans import Action
 
 
 class DuplicateMerging(SearchAhead):

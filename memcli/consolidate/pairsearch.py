@@ -17,7 +17,7 @@ from memcli.consolidate.similar import (
     sorted_tokens,
     tag_filter,
 )
-from memcli.store import index
+from memcli.store import paircache
 from memcli.store.reading import peeked_content
 from memcli.store.store import Folder
 
@@ -172,16 +172,16 @@ class PairSearch(FolderLoading):
                     found[(i, j)] = score
         if not self.opts.warm_caches:
             return found  # a dry run leaves no cache
-        fresh = self.pairs_found.setdefault(folder.rel, (params, index.PairCache(set(), {})))[1]
+        fresh = self.pairs_found.setdefault(folder.rel, (params, paircache.PairCache(set(), {})))[1]
         fresh.covered.update(hashes)
         fresh.pairs.update(((hashes[i], hashes[j]), score) for (i, j), score in found.items())
         return found
 
     def _pair_cache_of(self, folder: Folder) -> Any:
-        """The folder's pair cache (index.PairCache, or None), loaded once."""
+        """The folder's pair cache (paircache.PairCache, or None), loaded once."""
         if folder.rel not in self.pair_caches:
             floor = DISCOVERY_FLOOR if self.opts.judge is not None else None
-            self.pair_caches[folder.rel] = index.load_pairs(folder.cache(), self._pair_params(floor))
+            self.pair_caches[folder.rel] = paircache.load_pairs(folder.cache(), self._pair_params(floor))
         return self.pair_caches[folder.rel]
 
     def _large_block(self, block: list[Live], texts: BlockTexts,

@@ -12,9 +12,11 @@ from memcli.config import Consolidation
 from memcli.consolidate import decisions, review, rules
 from memcli.consolidate.plantypes import Live, RunOptions
 from memcli.store import opsfiles
-from memcli.store.index import SigCache, load_sigs
-from memcli.store.model import Action, FileOp, Memory, Plan, encode, format_ts, new_run_id, sha256
+from memcli.store.formats import encode
+from memcli.store.model import Memory, format_ts, new_run_id, sha256
 from memcli.store.planned import Ticket
+from memcli.store.plans import Action, FileOp, Plan
+from memcli.store.sigcache import SigCache, load_sigs
 from memcli.store.store import Folder, Problem, Stamp, Store
 
 ARCHIVE_STATS = 64  # archive names checked one stat each before archive/ is listed once
@@ -47,8 +49,8 @@ class PlannerBase:
         self.refresh: dict[str, list[str]] = {}  # session_end: folder -> files read or gone
         self.listings: dict[str, Stamp] = {}  # session_end: stamps to keep (Store._names_since)
         self.planned: dict[str, Ticket] = {}  # a real full run: entries of the files read, per folder
-        self.pair_caches: dict[str, Any] = {}  # folder -> index.PairCache loaded (or None)
-        self.pairs_found: dict[str, tuple[str, Any]] = {}  # folder -> (params, index.PairCache) found
+        self.pair_caches: dict[str, Any] = {}  # folder -> paircache.PairCache loaded (or None)
+        self.pairs_found: dict[str, tuple[str, Any]] = {}  # folder -> (params, paircache.PairCache) found
         self._protection: dict[str, str | None] = {}
         self._lists: dict[str, list[Live]] = {}  # rule -> who it may pick, once merged (_shortlist)
         # the ids of on-save flagged pairs this run loaded (all a run needs of what it saw:

@@ -14,7 +14,7 @@ from memcli.consolidate import ahead, rules, runid
 from memcli.consolidate.laterrules import LaterRules
 from memcli.consolidate.plantypes import ALL_RULES, LIGHT_RULES, WHOLE_STORE, Planning, RunOptions
 from memcli.store import journal, log, planned
-from memcli.store.model import Action
+from memcli.store.plans import Action
 from memcli.store.store import Folder, Store
 
 
@@ -133,7 +133,8 @@ class Planner(LaterRules):
             return None
         if parallel.jobs() < 2 or not parallel.may_fork():
             return None
-        from memcli.store.index import INDEX_NAME, PAIRS_NAME
+        from memcli.store.index import INDEX_NAME
+        from memcli.store.paircache import PAIRS_NAME
 
         # (a folder with no index: loading it reads every file, in the helper as well, which
         # then costs more than it saves)

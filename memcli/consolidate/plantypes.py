@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcli.store.index import SigCache
-from memcli.store.model import Memory, Plan
+from memcli.store.model import Memory
 from memcli.store.planned import Ticket
+from memcli.store.plans import Plan
+from memcli.store.sigcache import SigCache
 from memcli.store.store import Folder, Problem, Stamp
 
 TRIGGERS = ("manual", "weekly", "daily", "session_end", "index_overflow")

@@ -10,7 +10,7 @@ from typing import Any
 
 from memcli.consolidate.plantypes import TRIGGERS, Planning, Progress
 from memcli.store import caches, journal, opsfiles
-from memcli.store.model import Action, Outcome, Plan
+from memcli.store.plans import Action, Outcome, Plan
 from memcli.store.store import Problem, Store
 
 

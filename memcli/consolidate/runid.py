@@ -18,7 +18,8 @@ from typing import Any
 
 import orjson
 
-from memcli.store.model import Action, Plan, new_ulid
+from memcli.store.model import new_ulid
+from memcli.store.plans import Action, Plan
 
 
 def decision_digest(plan: Plan) -> str:

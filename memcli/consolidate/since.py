@@ -12,9 +12,10 @@ from typing import Any, NamedTuple
 
 from memcli.consolidate import rules
 from memcli.consolidate.similar import ALL_PAIRS_MAX
-from memcli.store import index
-from memcli.store.index import SigCache, Snapshot
+from memcli.store import lastrun
+from memcli.store.lastrun import Snapshot
 from memcli.store.model import Memory
+from memcli.store.sigcache import SigCache
 from memcli.store.store import Folder, FolderScan, Stamp, Store
 
 # Files (snapshot rows; a folder whose listing stamp no longer holds counts twice) from which
@@ -42,13 +43,13 @@ def scans(store: Store, folders: list[Folder], stamps: dict[str, Stamp]) -> Iter
 
     def scan(p: int) -> FolderScan:
         folder = folders[p]
-        snap = loaded.pop(p) if p in loaded else index.load_lastrun(folder.cache())
+        snap = loaded.pop(p) if p in loaded else lastrun.load_lastrun(folder.cache())
         return (store.scan(folder, load=False) if snap is None
                 else store.scan_since(folder, snap, stamps.get(folder.rel)))
 
     worker = None
     if Worker.wanted():
-        loaded.update((p, index.load_lastrun(folder.cache())) for p, folder in enumerate(folders))
+        loaded.update((p, lastrun.load_lastrun(folder.cache())) for p, folder in enumerate(folders))
         worker = Worker.start(folders, [loaded[p] for p in range(len(folders))], stamps, scan)
     if worker is None:
         yield from map(scan, range(len(folders)))

@@ -29,19 +29,9 @@ from memcli.consolidate import decisions, engine, rules
 from memcli.consolidate.decisions import undone_by
 from memcli.errors import MemcliError, NotFoundError, UndoRefusedError
 from memcli.store import fsops, journal, log, paths
-from memcli.store.model import (
-    ARCHIVE_FIELDS,
-    Action,
-    FileOp,
-    Memory,
-    Outcome,
-    decode,
-    encode,
-    fmt_of,
-    is_valid_id,
-    now,
-    sha256,
-)
+from memcli.store.formats import decode, encode, fmt_of
+from memcli.store.model import ARCHIVE_FIELDS, Memory, is_valid_id, now, sha256
+from memcli.store.plans import Action, FileOp, Outcome
 from memcli.store.store import Folder, Store
 
 RUN_ID_RE = paths.RUN_ID_RE

@@ -20,7 +20,8 @@ from typing import Any
 
 from memcli.errors import LockTimeoutError, MemcliError
 from memcli.store import fsops, index, journal, opsfiles
-from memcli.store.model import fmt_of, format_ts, now, ts_or_none
+from memcli.store.formats import fmt_of
+from memcli.store.model import format_ts, now, ts_or_none
 from memcli.store.store import Folder, Store
 
 TRIGGERS = ("manual", "session_end", "weekly", "daily", "index_overflow")

@@ -428,7 +428,7 @@ def _decode(raw: bytes, name: str) -> Any:
     try:
         if name.endswith(".json"):
             return json.loads(raw.decode("utf-8"))
-        from memcli.store.model import decode  # Markdown: front matter (YAML), only when met
+        from memcli.store.formats import decode  # Markdown: front matter (YAML), only when met
 
         return decode(raw, "md")
     except (ValueError, RecursionError, UnicodeDecodeError):

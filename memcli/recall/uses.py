@@ -373,7 +373,7 @@ def _plan(store: Any, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for rel, (mem, total, sources) in sorted(by_target.items()):
         count, last = applied(mem.data.get("access_count"), mem.data.get("last_accessed"), total)
         data = {**mem.data, "access_count": count, "last_accessed": last}
-        from memcli.store.model import encode
+        from memcli.store.formats import encode
 
         raw = encode(data, mem.fmt)
         entries.append({"path": rel, "id": mem.id, "uses_of": sources, "n": total.count, "last": total.last,
@@ -546,11 +546,11 @@ def _splice(store: Any, folder: Any, carried: dict[str, tuple[str, str]]) -> boo
 def _carry_snapshot(folder: Any, carried: dict[str, tuple[str, str]]) -> None:
     """The last-run snapshot's rows of folded files: new size and mtime, and the new hash
     where the row had the hash from before the fold (else the row keeps saying "changed")."""
-    from memcli.store import index
+    from memcli.store import lastrun
 
     if folder.scope == "archive":
         return
-    snap = index.load_lastrun(folder.cache())
+    snap = lastrun.load_lastrun(folder.cache())
     if snap is None:
         return
     fresh: list[dict[str, Any]] = []
@@ -568,7 +568,7 @@ def _carry_snapshot(folder: Any, carried: dict[str, tuple[str, str]]) -> None:
                       "content_hash": after if old_hash == before else old_hash,
                       "type": block[0], "subtype": block[1]})
     if fresh:
-        index.update_lastrun(folder.cache(create=True), snap, {f["file"] for f in fresh}, fresh)
+        lastrun.update_lastrun(folder.cache(create=True), snap, {f["file"] for f in fresh}, fresh)
 
 
 # ---------------------------------------------------------------- undo: folded uses since a run

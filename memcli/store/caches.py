@@ -8,9 +8,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from memcli.store import index
-from memcli.store.index import SigCache
-from memcli.store.model import Action, Plan
+from memcli.store import paircache, sigcache
+from memcli.store.plans import Action, Plan
+from memcli.store.sigcache import SigCache
 from memcli.store.store import Folder, Stamp, Store
 
 
@@ -39,11 +39,11 @@ def refresh_map(refresh: dict[str, list[str]] | None, plan: Plan, actions: list[
 
 
 def save_pair_caches(store: Store, pairs: dict[str, tuple[str, Any]]) -> None:
-    """The similar pairs a full run found, per folder, for the next run (see index.PAIRS_NAME)."""
+    """The similar pairs a full run found, per folder, for the next run (see paircache.PAIRS_NAME)."""
     for rel, (params, found) in pairs.items():
         folder = store.folder_by_rel(rel)
         if folder is not None and folder.path.is_dir():
-            index.save_pairs(folder.cache(create=True), params, found)
+            paircache.save_pairs(folder.cache(create=True), params, found)
 
 
 def save_sig_caches(store: Store, sigs: dict[str, SigCache], hashes: dict[str, set[str] | None]) -> None:
@@ -56,12 +56,12 @@ def save_sig_caches(store: Store, sigs: dict[str, SigCache], hashes: dict[str, s
             continue
         if current is None:  # nothing can be dropped: only add what is new
             if cache.added:
-                index.add_sigs(folder.cache(create=True), cache.added)
+                sigcache.add_sigs(folder.cache(create=True), cache.added)
             continue
         loaded = cache.loaded()
         kept = {h: s for h, s in {**loaded, **cache.added}.items() if h in current}
-        if kept.keys() != loaded.keys() or not (folder.cache() / index.SIG_NAME).exists():
-            index.save_sigs(folder.cache(create=True), kept)
+        if kept.keys() != loaded.keys() or not (folder.cache() / sigcache.SIG_NAME).exists():
+            sigcache.save_sigs(folder.cache(create=True), kept)
 
 
 def park_folder(store: Store, folder: Folder, sigs: SigCache | None, pairs: tuple[str, Any] | None,

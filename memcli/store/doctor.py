@@ -36,7 +36,8 @@ from typing import Any
 
 from memcli.errors import MemcliError
 from memcli.store import cache, fsops, index, journal, log, opsfiles
-from memcli.store.model import fmt_of, is_valid_id
+from memcli.store.formats import fmt_of
+from memcli.store.model import is_valid_id
 from memcli.store.store import FolderScan, Store, StoreScan, is_valid_scope_id
 
 _ARCHIVE_KEYS = {"archived_at": "archived_at", "archive_reason": "reason",  # record -> index

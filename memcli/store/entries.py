@@ -10,11 +10,12 @@ from array import array
 from itertools import chain
 from typing import Any
 
-from memcli.store import index
+from memcli.store import lastrun
 from memcli.store.model import is_valid_id
 
 
-def differ_in_place(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
+def differ_in_place(names: list[str], stats: list[os.stat_result | None],
+                    snap: lastrun.Snapshot) -> list[str]:
     """The names whose stat differs from the snapshot row of the same position. Compared as
     whole lists first (in C): a folder nobody touched costs no per-file Python."""
     if None not in stats:
@@ -30,7 +31,8 @@ def differ_in_place(names: list[str], stats: list[os.stat_result | None], snap: 
             if st is None or not snap.trusted(i, st.st_size, st.st_mtime_ns)]
 
 
-def differ_with_new(names: list[str], stats: list[os.stat_result | None], snap: index.Snapshot) -> list[str]:
+def differ_with_new(names: list[str], stats: list[os.stat_result | None],
+                    snap: lastrun.Snapshot) -> list[str]:
     """Files were added (a session wrote memories): the new ones differ, the others are
     compared as in `differ_in_place` when they are exactly the snapshot's files."""
     before = set(snap.names)
@@ -42,7 +44,7 @@ def differ_with_new(names: list[str], stats: list[os.stat_result | None], snap: 
     return sorted(added + differ_in_place(known, known_stats, snap))
 
 
-def trusted(snap: index.Snapshot, name: str, st: os.stat_result) -> bool:
+def trusted(snap: lastrun.Snapshot, name: str, st: os.stat_result) -> bool:
     row = snap.row(name)
     return row is not None and snap.trusted(row, st.st_size, st.st_mtime_ns)
 

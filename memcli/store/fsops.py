@@ -347,7 +347,7 @@ def _discard_staged(late: list[tuple[Path, str]]) -> None:
 def append(path: Path, data: bytes) -> None:
     """Add bytes at the end of an existing cache file, durably (within `one_barrier`, at its
     end). Not atomic: only for caches whose reader drops a torn last record (see
-    `index.load_sigs`)."""
+    `sigcache.load_sigs`)."""
     with _folder(path.parent) as handle:
         _change()
         fd = os.open(handle.at(path.name), os.O_WRONLY | os.O_APPEND | _NOFOLLOW | _CLOEXEC,

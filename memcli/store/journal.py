@@ -33,8 +33,9 @@ import orjson
 
 from memcli.consolidate import review
 from memcli.errors import MemcliError
-from memcli.store import fsops, index, log, opsfiles, paths, planned
-from memcli.store.model import Action, FileOp, Plan, sha256
+from memcli.store import fsops, index, lastrun, log, opsfiles, paths, planned
+from memcli.store.model import sha256
+from memcli.store.plans import Action, FileOp, Plan
 from memcli.store.store import Store
 
 JOURNAL_GLOB = "journal-*.json"
@@ -374,7 +375,7 @@ def _reindex_folder(store: Store, rel: str, refresh_run_hash: bool,
     if (refresh_run_hash or scan.drift) and not index.same_entries(scan.index, scan.entries):
         store.save_index(folder, scan.entries)  # unchanged entries: not rewritten (a shared store tracks it)
     if refresh_run_hash and folder.scope != "archive":
-        index.save_lastrun(folder.cache(create=True), scan.entries)
+        lastrun.save_lastrun(folder.cache(create=True), scan.entries)
     return {e["content_hash"] for e in scan.entries}
 
 
@@ -423,7 +424,7 @@ def _reindex_trusted(store: Store, rel: str, ticket: planned.Ticket, written: se
             changed = True
     if changed:  # unchanged entries: not rewritten (as `_reindex_folder`: a shared store tracks it)
         store.save_index(folder, fresh)
-    index.save_lastrun(folder.cache(create=True), fresh)
+    lastrun.save_lastrun(folder.cache(create=True), fresh)
     return {e["content_hash"] for e in fresh}
 
 
@@ -434,20 +435,20 @@ def _update_folder(store: Store, rel: str, names: list[str], covered: bool) -> b
     folder = store.folder_by_rel(rel)
     if folder is None:
         return False
-    snap = index.load_lastrun(folder.cache()) if folder.scope != "archive" else None
+    snap = lastrun.load_lastrun(folder.cache()) if folder.scope != "archive" else None
     if covered and folder.scope != "archive" and snap is None:
         return False
     fresh = store.splice_entries(folder, names, run_hash_now=covered)
     if fresh is None:
         return False
     if snap is not None and covered:
-        index.update_lastrun(folder.cache(create=True), snap, set(names), fresh)
+        lastrun.update_lastrun(folder.cache(create=True), snap, set(names), fresh)
     elif snap is not None:
         _update_uncovered_rows(folder.path, snap, names, fresh, folder.cache(create=True))
     return True
 
 
-def _update_uncovered_rows(path: Path, snap: index.Snapshot, names: list[str],
+def _update_uncovered_rows(path: Path, snap: lastrun.Snapshot, names: list[str],
                            fresh: list[dict[str, Any]], cache: Path) -> None:
     """The snapshot of a folder a pass read but did not cover: the rows of files gone go,
     and those of files read again with their row's own content hash (touched, not changed)
@@ -458,7 +459,7 @@ def _update_uncovered_rows(path: Path, snap: index.Snapshot, names: list[str],
     read = {e["file"] for e in fresh}
     gone = {n for n in names if n not in read and snap.row(n) is not None and not os.path.lexists(path / n)}
     if same or gone:
-        index.update_lastrun(cache, snap, gone | {e["file"] for e in same}, same)
+        lastrun.update_lastrun(cache, snap, gone | {e["file"] for e in same}, same)
 
 
 def _update_state(store: Store, update: dict[str, Any], quiet: bool = False) -> None:

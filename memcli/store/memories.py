@@ -10,13 +10,11 @@ from typing import Any
 
 from memcli.errors import BadRecordError, MemcliError, NotFoundError
 from memcli.store import fsops, opsfiles
+from memcli.store.formats import decode, encode
 from memcli.store.model import (
     PRIORITIES,
     TYPES,
     Memory,
-    Outcome,
-    decode,
-    encode,
     format_ts,
     is_valid_id,
     new_memory_id,
@@ -25,6 +23,7 @@ from memcli.store.model import (
     ts_or_none,
     validate,
 )
+from memcli.store.plans import Outcome
 from memcli.store.store import Folder, FolderScan, Problem, Store, _scope_mismatch
 
 # memcli.consolidate.rules (rapidfuzz) is imported where `add` needs it: `show` and `list`

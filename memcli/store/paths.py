@@ -17,7 +17,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from memcli.store.model import ID_RE, nesting_depth
+from memcli.store.formats import nesting_depth
+from memcli.store.model import ID_RE
 
 RUN_ID_RE = re.compile(r"^run_[0-9A-Za-z_-]{1,64}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -17,7 +17,8 @@ import orjson
 
 from memcli.errors import BadRecordError, NotFoundError
 from memcli.store import cache
-from memcli.store.model import MAX_DEPTH, Memory, content_usable, decode, plainly_valid, sha256, validate
+from memcli.store.formats import MAX_DEPTH, decode
+from memcli.store.model import Memory, content_usable, plainly_valid, sha256, validate
 
 _NONE: list[str] = []  # a field left out (`is` tells it from any value read from a file)
 

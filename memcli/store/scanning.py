@@ -13,14 +13,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcli.store import index
+from memcli.store import index, lastrun
 from memcli.store.entries import all_trusted as _all_trusted
 from memcli.store.entries import differ_in_place as _differ_in_place
 from memcli.store.entries import differ_with_new as _differ_with_new
 from memcli.store.entries import run_hashes as _run_hashes
 from memcli.store.entries import trusted as _trusted
 from memcli.store.entries import trusted_names as _trusted_names
-from memcli.store.index import Snapshot
+from memcli.store.lastrun import Snapshot
 from memcli.store.model import Memory
 from memcli.store.reading import MAX_FILE_BYTES, FileReading, Folder, Problem
 
@@ -64,7 +64,7 @@ class FolderScanning(FileReading):
     """Scanning one folder (the methods `Store` has for it)."""
 
     def scan(self, folder: Folder, load: bool = True, entries: bool = True,
-             lastrun: index.Snapshot | None = None, compare: bool = True,
+             lastrun: lastrun.Snapshot | None = None, compare: bool = True,
              names: list[str] | None = None, keep: bool = True,
              known: list[dict[str, Any]] | None = None) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
@@ -117,7 +117,7 @@ class FolderScanning(FileReading):
         drift = not compare or not index.same_entries(saved, found)
         return FolderScan(folder, found, memories, problems, saved, drift, _run_hashes(old))
 
-    def _read_all(self, folder: Folder, lastrun: index.Snapshot, problems: list[Problem]) -> FolderScan:
+    def _read_all(self, folder: Folder, lastrun: lastrun.Snapshot, problems: list[Problem]) -> FolderScan:
         memories: dict[str, Memory] = {}
         for name in self.memory_names(folder):
             mem = self._read_in(folder, name, problems)
@@ -125,7 +125,7 @@ class FolderScanning(FileReading):
                 memories[mem.id] = mem
         return FolderScan(folder, [], memories, problems, None, False, lastrun.run_hashes(), len(memories))
 
-    def scan_since(self, folder: Folder, snap: index.Snapshot, stamp: Stamp | None = None) -> FolderScan:
+    def scan_since(self, folder: Folder, snap: lastrun.Snapshot, stamp: Stamp | None = None) -> FolderScan:
         """Like scan(load=False), but against the last-run snapshot instead of the index:
         a file whose size and mtime match its row is taken as the last run saw it, unread.
         Entries are made only for the files read again; the unchanged ones are the snapshot
@@ -147,7 +147,7 @@ class FolderScanning(FileReading):
         differ = sorted(added + _differ_in_place(snap.names, stats[:len(snap.names)], snap))
         return self._since_stats(folder, snap, snap.names + added, stats, differ, set(), problems, stamp)
 
-    def _scan_since_listed(self, folder: Folder, snap: index.Snapshot, names: list[str],
+    def _scan_since_listed(self, folder: Folder, snap: lastrun.Snapshot, names: list[str],
                            stamp: Stamp | None) -> FolderScan:
         """`scan_since` of the folder's memory files `names` (sorted)."""
         problems: list[Problem] = []
@@ -165,7 +165,7 @@ class FolderScanning(FileReading):
         missing = set() if names is snap.names else set(snap.names).difference(names)
         return self._since_stats(folder, snap, names, stats, differ, missing, problems, stamp)
 
-    def _since_stats(self, folder: Folder, snap: index.Snapshot, names: list[str],
+    def _since_stats(self, folder: Folder, snap: lastrun.Snapshot, names: list[str],
                      stats: list[os.stat_result | None], differ: list[str], missing: set[str],
                      problems: list[Problem], stamp: Stamp | None) -> FolderScan:
         """The scan of the files `names` (their `stats` in the same order), of which `differ`
@@ -190,7 +190,7 @@ class FolderScanning(FileReading):
         return FolderScan(folder, found, memories, problems, None, False, run_hashes, len(kept) + len(found),
                           reread, snap, kept, stamp)
 
-    def _names_since(self, folder: Folder, snap: index.Snapshot,
+    def _names_since(self, folder: Folder, snap: lastrun.Snapshot,
                      stamp: Stamp | None) -> tuple[list[str], Stamp | None, list[str]]:
         """`memory_names`, found by difference with the snapshot's (sorted) names: a folder
         where no file came or went costs two set operations, not a filter and a sort. And

@@ -19,7 +19,8 @@ import orjson
 
 from memcli.consolidate import review
 from memcli.store import fsops, log, paths
-from memcli.store.model import decode, encode, format_ts, new_memory_id, now, parse_ts, sha256
+from memcli.store.formats import decode, encode
+from memcli.store.model import format_ts, new_memory_id, now, parse_ts, sha256
 from memcli.store.store import Store
 from memcli.sync import drivers, git
 

@@ -18,7 +18,7 @@ from memcli.cli import app, runs
 from memcli.cli.output import Progress
 from memcli.cli.report import actions_lines
 from memcli.store import memories
-from memcli.store.model import Outcome
+from memcli.store.plans import Outcome
 from memcli.store.store import Store
 from tests.conftest import add, days_ago
 

@@ -37,7 +37,7 @@ from memcli.consolidate.candidates import (
     signatures,
 )
 from memcli.consolidate.similar import sorted_tokens
-from memcli.store import index
+from memcli.store import sigcache
 from tests import sweep
 
 THRESHOLD = 80.0  # the rule: token_sort_ratio > 80 (content_similarity 0.80)
@@ -229,7 +229,7 @@ def test_signature_is_pinned() -> None:
     sig = signature("deploy to staging before production")
     assert len(sig) == 2 * DEFAULT_NUM_PERM
     assert hashlib.sha256(sig).hexdigest()[:16] == "9a6c37fd567d3532"
-    assert (SIGNATURE_KIND, index._SIG_MAGIC) == ("oph5tok", b"MCSG2")
+    assert (SIGNATURE_KIND, sigcache._SIG_MAGIC) == ("oph5tok", b"MCSG2")
 
 
 def test_signatures_in_bulk_are_pinned_across_text_boundaries() -> None:

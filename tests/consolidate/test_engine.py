@@ -11,7 +11,8 @@ import pytest
 
 from memcli.consolidate import engine
 from memcli.store import opsfiles
-from memcli.store.model import Outcome, encode
+from memcli.store.formats import encode
+from memcli.store.plans import Outcome
 from memcli.store.store import Store
 from tests.conftest import (
     add,

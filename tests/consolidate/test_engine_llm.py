@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memcli.consolidate import engine
-from memcli.store.model import Outcome
+from memcli.store.plans import Outcome
 from memcli.store.store import Store
 from tests.conftest import add, days_ago, load, snapshot
 from tests.llm_server import FakeAnthropic, Reply, error_body, fake_anthropic

@@ -20,7 +20,7 @@ from memcli.config import load_settings
 from memcli.consolidate import engine, llm_budget, llm_trust
 from memcli.consolidate.llm_command import NESTED_ENV, CommandFailed, run_command
 from memcli.errors import ConfigError
-from memcli.store.model import Outcome
+from memcli.store.plans import Outcome
 from memcli.store.store import Store
 from tests.conftest import TOML, add, days_ago, load
 from tests.llm_server import FakeAnthropic, fake_anthropic

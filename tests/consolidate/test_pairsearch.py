@@ -378,7 +378,7 @@ def test_signatures_cached_by_an_older_kind_are_never_used(tmp_path: Path) -> No
     whose signatures hashed other shingles is not read (mixed with this kind's, it would lose
     pairs silently), and the next real run rewrites it whole."""
     from memcli.consolidate import candidates
-    from memcli.store import index
+    from memcli.store import sigcache
 
     root = tmp_path / "s"
     generate.generate(root, 1000, shape="huge", dup_share=0.08)
@@ -392,8 +392,8 @@ def test_signatures_cached_by_an_older_kind_are_never_used(tmp_path: Path) -> No
         hashes = sorted({m.content_hash for m in scan.memories.values()})
         misleading = {h: bytes([k % 251 + 1, k // 251 + 1]) * candidates.DEFAULT_NUM_PERM
                       for k, h in enumerate(hashes)}
-        index.save_sigs(scan.folder.cache(create=True), misleading)
-        files.append(scan.folder.cache() / index.SIG_NAME)
+        sigcache.save_sigs(scan.folder.cache(create=True), misleading)
+        files.append(scan.folder.cache() / sigcache.SIG_NAME)
     assert len(_merges(root, dry_run=True)) < len(cold)  # a cache of this kind is trusted
     for path in files:  # the same rows, under the header of the previous kind
         path.write_bytes(b"MCSG1" + path.read_bytes()[5:])

@@ -9,7 +9,7 @@ import pytest
 
 from memcli.consolidate import candidates, engine
 from memcli.consolidate.planbase import PlannerBase
-from memcli.store import index
+from memcli.store import sigcache
 from memcli.store.store import Store
 from tests.conftest import add, days_ago
 
@@ -43,14 +43,14 @@ def test_each_folder_s_caches_leave_memory_when_the_run_is_done_with_it(
     assert all(others == [] for _, others in held)  # nor of any other (no promotion here)
     caches = [Store(store).folder(*rel.split("/")).cache() for rel in ("agent/coder", "team/backend")]
     if dry_run:
-        assert not any((c / index.SIG_NAME).exists() for c in caches)  # a dry run leaves no cache
+        assert not any((c / sigcache.SIG_NAME).exists() for c in caches)  # a dry run leaves no cache
         return
     assert any(a["type"] == "merge" for a in out.actions)
     s = Store(store)
     for rel in ("agent/coder", "agent/writer", "team/backend"):
         folder = s.folder(*rel.split("/"))
         scan = s.scan(folder, load=True)
-        cached = index.load_sigs(folder.cache())
+        cached = sigcache.load_sigs(folder.cache())
         assert scan.memories and all(cached.get(m.content_hash) for m in scan.memories.values())
     # the caches the run saved folder by folder are the steady state: a dry run now signs nothing
     monkeypatch.setattr(candidates, "signatures", lambda texts: pytest.fail(f"signed {len(texts)} texts"))

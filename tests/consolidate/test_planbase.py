@@ -13,8 +13,9 @@ import pytest
 from memcli.consolidate import engine
 from memcli.consolidate.planner import Planner, plan
 from memcli.consolidate.plantypes import RunOptions
+from memcli.store.formats import decode, encode
 from memcli.store.memories import reindex
-from memcli.store.model import decode, encode, now
+from memcli.store.model import now
 from memcli.store.store import Store
 from tests.conftest import add, days_ago, record_reads
 

@@ -11,7 +11,7 @@ import orjson
 from memcli.consolidate import engine, runid
 from memcli.consolidate.planner import Planner
 from memcli.consolidate.plantypes import RunOptions
-from memcli.store import model
+from memcli.store import model, plans
 from memcli.store.store import Store
 from tests.conftest import add, all_files, days_ago, write_memory
 
@@ -105,7 +105,7 @@ def test_renaming_in_place_gives_what_the_json_round_trip_gave(store: Path) -> N
                   [str(a.review) for a in every if a.review]]
     assert all(any(rid in part for part in parts) for parts in everywhere)  # paths, bytes, review items
     new_id = "run_01KAQZZZZZZZZZZZZZZZZZZZZZ"
-    expected = model.Plan.from_json(orjson.loads(raw.replace(rid.encode(), new_id.encode())))
+    expected = plans.Plan.from_json(orjson.loads(raw.replace(rid.encode(), new_id.encode())))
     renamed = runid.renamed(provisional, new_id)
     assert renamed is provisional and renamed == expected  # dataclass equality: every field, every type
     assert rid.encode() not in orjson.dumps(renamed.to_json())

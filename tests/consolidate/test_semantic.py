@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from memcli.consolidate import engine, semantic
-from memcli.store.model import Outcome
+from memcli.store.plans import Outcome
 from memcli.store.store import Store
 from tests.conftest import add, days_ago
 

@@ -11,9 +11,9 @@ import pytest
 
 from memcli.consolidate import engine, since
 from memcli.consolidate.similar import ALL_PAIRS_MAX
-from memcli.store import index
-from memcli.store.index import SigCache
+from memcli.store import lastrun, sigcache
 from memcli.store.model import Memory
+from memcli.store.sigcache import SigCache
 from memcli.store.store import FolderScan, Store
 from tests.conftest import add
 
@@ -32,7 +32,7 @@ def scan_after_a_run(store: Path, kinds: list[str], new_kind: str) -> tuple[obje
     new = add(store, type=new_kind, subtype="x")
     s = Store(store)
     folder = s.folder("agent", "coder")
-    snap = index.load_lastrun(folder.cache())
+    snap = lastrun.load_lastrun(folder.cache())
     assert snap is not None
     return s.scan_since(folder, snap), new
 
@@ -83,7 +83,7 @@ def _large_block_since(store: Path, other: str | None = None) -> tuple[dict[str,
     new = add(store, type="semantic", subtype="x", summary=text + " today")
     s = Store(store)
     folder = s.folder("agent", "coder")
-    snap = index.load_lastrun(folder.cache())
+    snap = lastrun.load_lastrun(folder.cache())
     assert snap is not None
     return old, new, s.scan_since(folder, snap), extra
 
@@ -100,7 +100,7 @@ def test_a_large_block_gives_the_changed_memory_and_its_candidates_only(store: P
         read.append(row.id)
         return scan.memories.get(row.id) or s.read_memory(folder.path / row.file, folder)
 
-    cache = index.load_sigs(folder.cache())
+    cache = sigcache.load_sigs(folder.cache())
     needed = since.with_candidates(rows, {new["id"]}, cache, reader)
     assert {old["id"], new["id"]} <= set(needed) and len(needed) < len(rows) // 2
     assert read == [new["id"]] and list(cache.added) == [scan.memories[new["id"]].content_hash]
@@ -150,8 +150,8 @@ def test_a_large_block_with_a_flagged_unchanged_member_gives_what_every_row_as_a
         return plain(r)
 
     rows.kept_row = counted  # type: ignore[method-assign]
-    needed = since.with_candidates(rows, changed, index.load_sigs(folder.cache()), reader)
-    assert needed == since.with_candidates(every, changed, index.load_sigs(folder.cache()), reader)
+    needed = since.with_candidates(rows, changed, sigcache.load_sigs(folder.cache()), reader)
+    assert needed == since.with_candidates(every, changed, sigcache.load_sigs(folder.cache()), reader)
     assert {old["id"], new["id"], flagged["id"]} <= set(needed) and len(needed) < len(every) // 2
     assert len(set(made)) <= len(needed) and len(made) < len(every) // 2
 
@@ -173,7 +173,7 @@ def test_by_block_groups_kept_rows_by_block_in_the_order_of_their_first_row() ->
     names = [f"mem_{n:02d}.json" for n in range(9)]
     blocks = [("semantic", "a"), ("procedural", "b"), ("episodic", "c"), ("semantic", "d")]
     block_of = array("H", [2, 0, 2, 1, 0, 0, 2, 3, 1])
-    snap = index.Snapshot(names, array("q", [1] * 9), array("q", [1] * 9), bytes(32 * 9), block_of, blocks, 10)
+    snap = lastrun.Snapshot(names, array("q", [1] * 9), array("q", [1] * 9), bytes(32 * 9), block_of, blocks, 10)
     fresh = [since.Row("mem_x", "mem_x.json", ("procedural", "b"), bytes(32), False),
              since.Row("mem_y", "mem_y.json", ("new", "block"), bytes(32), False)]
     for kept in ([0, 1, 2, 3, 4, 5, 6, 7, 8], [1, 4, 8], [8], [6, 7]):
@@ -201,7 +201,7 @@ def _held_stamps(s: Store) -> dict[str, tuple[int, int]]:
     """Stamps that hold for every folder (as a pass leaves them): no folder looks moved."""
     found = {}
     for folder in s.memory_folders():
-        snap = index.load_lastrun(folder.cache())
+        snap = lastrun.load_lastrun(folder.cache())
         if snap is not None:  # (global/, empty: none)
             found[folder.rel] = (os.stat(folder.path).st_mtime_ns, snap.written_ns)
     assert len(found) == 4
@@ -295,7 +295,7 @@ def test_no_worker_for_a_small_pass_or_when_every_folder_looks_changed(
     _store_after_a_run(store)
     s = Store(store)
     folders = s.memory_folders()
-    snaps = [index.load_lastrun(f.cache()) for f in folders]
+    snaps = [lastrun.load_lastrun(f.cache()) for f in folders]
     stamps = _held_stamps(s)
     assert since._split(folders, snaps, stamps) == []  # 12 files: below SHARE_FROM
     monkeypatch.setattr(since, "SHARE_FROM", 0)
@@ -311,7 +311,7 @@ def test_the_split_gives_the_worker_unmoved_folders_up_to_this_processs_share(
     _store_after_a_run(store, folders=4, each=2)
     s = Store(store)
     folders = s.memory_folders()
-    snaps = [index.load_lastrun(f.cache()) for f in folders]
+    snaps = [lastrun.load_lastrun(f.cache()) for f in folders]
     stamps = _held_stamps(s)
     monkeypatch.setattr(since, "SHARE_FROM", 0)
     rels = [f.rel for f in folders]
@@ -354,7 +354,7 @@ def test_the_worker_is_not_waited_for_its_folders_not_reported_are_scanned_here_
     assert _scans(store, stamps) == serial
     s = Store(store)
     folders = s.memory_folders()
-    share = since._split(folders, [index.load_lastrun(f.cache()) for f in folders], stamps)
+    share = since._split(folders, [lastrun.load_lastrun(f.cache()) for f in folders], stamps)
     mine = [f.rel for p, f in enumerate(folders) if p not in share and f.rel != "global"]
     assert len(share) == 2 and len(mine) == 2  # (the folders alike: every other one the worker's)
     # its own folders, then the worker's from its last (global/ has no snapshot: scan_since never)
@@ -376,7 +376,7 @@ def test_a_worker_only_beside_an_idle_core_unless_asked_for(tmp_path: Path, stor
     _store_after_a_run(store)
     s = Store(store)
     folders = s.memory_folders()
-    snaps = [index.load_lastrun(f.cache()) for f in folders]
+    snaps = [lastrun.load_lastrun(f.cache()) for f in folders]
     monkeypatch.setattr(since, "SHARE_FROM", 0)
     monkeypatch.setattr(since, "_idle_core", lambda: False)
     monkeypatch.setattr("memcli.consolidate.parallel.jobs", lambda: 2)
@@ -396,7 +396,7 @@ def test_a_serial_pass_loads_each_snapshot_when_it_scans_its_folder(
     stamps = _held_stamps(Store(store))
     monkeypatch.setenv("MEMCLI_JOBS", "1")
     held = [0, 0]  # snapshots loaded and not scanned yet: now, at most
-    load, scan_since = index.load_lastrun, Store.scan_since
+    load, scan_since = lastrun.load_lastrun, Store.scan_since
 
     def loading(folder: Path) -> Any:
         snap = load(folder)
@@ -408,7 +408,7 @@ def test_a_serial_pass_loads_each_snapshot_when_it_scans_its_folder(
         held[0] -= 1
         return scan_since(self, *args)
 
-    monkeypatch.setattr(index, "load_lastrun", loading)
+    monkeypatch.setattr(lastrun, "load_lastrun", loading)
     monkeypatch.setattr(Store, "scan_since", scanning)
     assert len(_scans(store, stamps)) == 5  # (four agent folders and global/, which has none)
     assert held == [0, 1]

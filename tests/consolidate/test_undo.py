@@ -244,7 +244,7 @@ def test_restore_refuses_a_live_id_and_an_unknown_one(store: Path) -> None:
 
 
 def test_restore_takes_the_latest_archived_version(store: Path) -> None:
-    from memcli.store.model import encode
+    from memcli.store.formats import encode
 
     data = record(summary="archived twice")
     older = {**data, "archived_at": days_ago(30), "archive_reason": "stale", "archived_from": "agent/coder",

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memcli.cli import app
-from memcli.store.model import encode
+from memcli.store.formats import encode
 from tests.conftest import add, days_ago, load, record, write_memory
 
 runner = CliRunner()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from memcli.cli import app
 from memcli.consolidate import engine
-from memcli.store import index
+from memcli.store import lastrun, paircache, sigcache
 from memcli.store.store import Store
 from tests.conftest import add
 
@@ -38,8 +38,8 @@ def test_a_run_leaves_only_memories_and_the_index_in_memory_folders(store: Path)
     for rel, names in folder_files(store).items():
         assert all(n == "_index.json" or n.startswith("mem_") for n in names), (rel, names)
     cache = store / ".cache" / "folders" / "agent" / "coder"
-    assert (cache / index.LASTRUN_NAME).is_file() and (cache / index.SIG_NAME).is_file()
-    assert index.load_lastrun(cache) is not None
+    assert (cache / lastrun.LASTRUN_NAME).is_file() and (cache / sigcache.SIG_NAME).is_file()
+    assert lastrun.load_lastrun(cache) is not None
 
 
 def test_old_caches_beside_the_memories_move_on_the_first_writing_command(store: Path) -> None:
@@ -47,9 +47,9 @@ def test_old_caches_beside_the_memories_move_on_the_first_writing_command(store:
     engine.consolidate(Store(store))
     cache = store / ".cache" / "folders" / "agent" / "coder"
     folder = store / "agent" / "coder"
-    for name in (index.LASTRUN_NAME, index.SIG_NAME):  # as an older memcli left them
+    for name in (lastrun.LASTRUN_NAME, sigcache.SIG_NAME):  # as an older memcli left them
         (cache / name).rename(folder / name)
-    snap_bytes = (folder / index.LASTRUN_NAME).read_bytes()
+    snap_bytes = (folder / lastrun.LASTRUN_NAME).read_bytes()
     (folder / "notes.txt").write_text("a person's file")
     found = {(p["code"], p["path"], p["severity"]) for p in doctor(store)["problems"]}
     assert found == {("stray_file", "agent/coder/_lastrun.bin", "warning"),
@@ -58,8 +58,8 @@ def test_old_caches_beside_the_memories_move_on_the_first_writing_command(store:
     result = runner.invoke(app, ["--store", str(store), "add", "--type", "semantic", "--scope", "agent",
                                  "--scope-id", "coder", "--summary", "something else entirely"])
     assert result.exit_code == 0, result.output
-    assert not (folder / index.LASTRUN_NAME).exists() and not (folder / index.SIG_NAME).exists()
-    assert (cache / index.LASTRUN_NAME).read_bytes() == snap_bytes  # moved whole, not rebuilt
+    assert not (folder / lastrun.LASTRUN_NAME).exists() and not (folder / sigcache.SIG_NAME).exists()
+    assert (cache / lastrun.LASTRUN_NAME).read_bytes() == snap_bytes  # moved whole, not rebuilt
     assert (folder / "notes.txt").read_text() == "a person's file"  # not ours: left in place
     report = doctor(store)
     assert [(p["code"], p["path"]) for p in report["problems"]] == [("stray_file", "agent/coder/notes.txt")]
@@ -70,14 +70,14 @@ def test_doctor_fix_moves_an_old_cache_and_a_newer_one_wins(store: Path) -> None
     add(store, summary="a note")
     engine.consolidate(Store(store))
     cache = store / ".cache" / "folders" / "agent" / "coder"
-    newer = (cache / index.LASTRUN_NAME).read_bytes()
-    (store / "agent" / "coder" / index.LASTRUN_NAME).write_bytes(b"old and stale")
-    (store / "archive" / index.PAIRS_NAME).write_bytes(b"{}")
+    newer = (cache / lastrun.LASTRUN_NAME).read_bytes()
+    (store / "agent" / "coder" / lastrun.LASTRUN_NAME).write_bytes(b"old and stale")
+    (store / "archive" / paircache.PAIRS_NAME).write_bytes(b"{}")
     report = doctor(store, "--fix")
     assert {p["path"] for p in report["problems"] if p["fixed"]} == {"agent/coder/_lastrun.bin",
                                                                     "archive/_pairs.json"}
-    assert (cache / index.LASTRUN_NAME).read_bytes() == newer
-    assert (store / ".cache" / "folders" / "archive" / index.PAIRS_NAME).read_bytes() == b"{}"
+    assert (cache / lastrun.LASTRUN_NAME).read_bytes() == newer
+    assert (store / ".cache" / "folders" / "archive" / paircache.PAIRS_NAME).read_bytes() == b"{}"
     assert doctor(store)["problems"] == []
 
 

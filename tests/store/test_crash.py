@@ -27,7 +27,8 @@ import pytest
 
 from memcli.consolidate import engine, review, undo
 from memcli.store import doctor, fsops, log
-from memcli.store.model import decode, sha256
+from memcli.store.formats import decode
+from memcli.store.model import sha256
 from memcli.store.store import Store
 from tests import forked, sweep
 from tests.conftest import NOW, TOML, add, days_ago, snapshot

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from memcli.cli import app
 from memcli.store import doctor
-from memcli.store.model import encode
+from memcli.store.formats import encode
 from memcli.store.store import Store
 from tests import forked
 from tests.conftest import add, all_files, assert_invariants, days_ago, record, snapshot, write_memory

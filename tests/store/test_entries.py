@@ -6,14 +6,14 @@ import os
 from array import array
 from pathlib import Path
 
-from memcli.store import index
+from memcli.store import lastrun
 from memcli.store.entries import differ_in_place
 
 
-def snapshot_of(folder: Path, names: list[str], written_ns: int) -> tuple[index.Snapshot, list[os.stat_result]]:
+def snapshot_of(folder: Path, names: list[str], written_ns: int) -> tuple[lastrun.Snapshot, list[os.stat_result]]:
     stats = [os.lstat(folder / n) for n in names]
-    snap = index.Snapshot(names, array("q", [st.st_size for st in stats]), array("q", [st.st_mtime_ns for st in stats]),
-                          bytes(32 * len(names)), array("H", [0] * len(names)), [("semantic", "")], written_ns)
+    snap = lastrun.Snapshot(names, array("q", [st.st_size for st in stats]), array("q", [st.st_mtime_ns for st in stats]),
+                            bytes(32 * len(names)), array("H", [0] * len(names)), [("semantic", "")], written_ns)
     return snap, stats
 
 
@@ -54,8 +54,8 @@ def test_a_gone_file_and_a_value_no_column_holds(tmp_path: Path) -> None:
     names = files(tmp_path)
     snap, stats = snapshot_of(tmp_path, names, written_ns=10_000_000_000)
     assert differ_in_place(names, [stats[0], None, stats[2]], snap) == [names[1]]
-    narrow = index.Snapshot(names, array("b", [1, 2, 3]), snap.mtimes, snap.hashes, snap.block_of,
-                            snap.blocks, snap.written_ns)
+    narrow = lastrun.Snapshot(names, array("b", [1, 2, 3]), snap.mtimes, snap.hashes, snap.block_of,
+                              snap.blocks, snap.written_ns)
     (tmp_path / names[1]).write_text("z" * 300)  # 300 bytes: more than a signed byte holds
     os.utime(tmp_path / names[1], ns=(2_000_000_000, 2_000_000_000))
     stats = [os.lstat(tmp_path / n) for n in names]

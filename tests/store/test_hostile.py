@@ -24,7 +24,8 @@ from typer.testing import CliRunner, Result
 from memcli.cli import app
 from memcli.errors import UnsafePathError
 from memcli.store import fsops, journal, log
-from memcli.store.model import encode, sha256
+from memcli.store.formats import encode
+from memcli.store.model import sha256
 from memcli.store.store import Store
 from tests import forked
 from tests.conftest import NOW, add, days_ago, load, record, write_memory

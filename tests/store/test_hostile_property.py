@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
 from memcli.cli import app
-from memcli.store.model import encode
+from memcli.store.formats import encode
 from tests import sweep
 from tests.conftest import TOML, days_ago, record
 from tests.store.test_hostile import tree

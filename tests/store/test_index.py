@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memcli.consolidate import engine, merging, pairsearch, similar
-from memcli.store import index, journal, opsfiles
+from memcli.store import index, journal, lastrun, opsfiles, paircache
 from memcli.store.model import parse_ts
 from memcli.store.store import STAMP_AGE_NS, Store
 from tests import sweep
@@ -96,82 +97,6 @@ def test_splice_leaves_an_index_in_another_layout_alone(tmp_path: Path) -> None:
     assert not index.splice(tmp_path / "missing", "agent", "coder", MOMENT, lambda n, o: None, ["x.json"])
 
 
-def test_snapshot_round_trip_and_update(tmp_path: Path) -> None:
-    rows = [{**entry(f"mem_{c}", f"mem_{c}.json", n), "type": "episodic" if n % 2 else "semantic"}
-            for n, c in enumerate("DBCA")]
-    index.save_lastrun(tmp_path, rows)
-    snap = index.load_lastrun(tmp_path)
-    assert snap is not None and snap.names == ["mem_A.json", "mem_B.json", "mem_C.json", "mem_D.json"]
-    assert (snap.sizes[0], snap.mtimes[0], snap.content_hash(0)) == (3, 21, f"{3:064x}")
-    assert snap.blocks[snap.block_of[0]] == ("episodic", "fact")
-    fresh = [entry("mem_AB", "mem_AB.json", 9), entry("mem_B", "mem_B.json", 8)]
-    index.update_lastrun(tmp_path, snap, {"mem_B.json", "mem_C.json"}, fresh)
-    by_update = (tmp_path / index.LASTRUN_NAME).read_bytes()
-    index.save_lastrun(tmp_path, [rows[0], rows[3], *fresh])
-    assert by_update == (tmp_path / index.LASTRUN_NAME).read_bytes()
-
-
-def _rows_one_by_one(tmp_path: Path, entries: list[dict[str, Any]]) -> bytes:
-    """The snapshot as it was first built: a row per entry, sorted, then the columns."""
-    from array import array
-
-    rows = sorted((e["file"], int(e["size"]), int(e["mtime_ns"]), bytes.fromhex(e["content_hash"]),
-                   (str(e.get("type")), str(e.get("subtype") or ""))) for e in entries)
-    blocks: dict[tuple[str, str], int] = {}
-    block_of = array("H", [blocks.setdefault(row[4], len(blocks)) for row in rows])
-    index._write_columns(tmp_path, [r[0] for r in rows], array("q", [r[1] for r in rows]),
-                         array("q", [r[2] for r in rows]), b"".join(r[3] for r in rows), block_of, list(blocks))
-    return (tmp_path / index.LASTRUN_NAME).read_bytes()
-
-
-@pytest.mark.parametrize("odd_hash", [False, True])
-def test_the_snapshot_built_by_columns_is_the_one_built_by_rows(tmp_path: Path, odd_hash: bool) -> None:
-    entries = [{**entry(f"mem_{n:04d}", f"mem_{n:04d}.{'md' if n % 5 == 0 else 'json'}", n),
-                "type": ("episodic", "semantic", "procedural")[n % 3], "subtype": None if n % 7 == 0 else f"s{n % 4}",
-                "size": float(n + 3) if n == 11 else n + 3}  # an integral float size is written as the int
-               for n in reversed(range(300))]
-    if odd_hash:  # 62 hex digits (an index edited by hand): decoded row by row, as before
-        entries[5]["content_hash"] = entries[5]["content_hash"][:62]
-    index.save_lastrun(tmp_path, entries)
-    by_columns = (tmp_path / index.LASTRUN_NAME).read_bytes()
-    assert by_columns == _rows_one_by_one(tmp_path, entries)
-    snap = index.load_lastrun(tmp_path)
-    assert (snap is None) == odd_hash  # a row of the wrong width: no snapshot, as before
-
-
-@pytest.mark.parametrize("damage", [lambda b: b[:-1], lambda b: b"XXXXX" + b[5:], lambda b: b + b"\0",
-                                    lambda b: b[:20], lambda b: b""])
-def test_a_damaged_snapshot_is_no_snapshot(tmp_path: Path, damage: Any) -> None:
-    index.save_lastrun(tmp_path, [entry("mem_A", "mem_A.json", 1), entry("mem_B", "mem_B.json", 2)])
-    path = tmp_path / index.LASTRUN_NAME
-    path.write_bytes(damage(path.read_bytes()))
-    assert index.load_lastrun(tmp_path) is None
-
-
-def test_a_row_as_new_as_the_snapshot_is_not_trusted(tmp_path: Path) -> None:
-    """Rewritten within the timestamp granularity after the snapshot: read again (git's racy case)."""
-    index.save_lastrun(tmp_path, [entry("mem_A", "mem_A.json", 1)])
-    snap = index.load_lastrun(tmp_path)
-    assert snap is not None
-    assert snap.trusted(0, 1, 7) and not snap.trusted(0, 2, 7) and not snap.trusted(0, 1, 8)
-    snap.written_ns = 7
-    assert not snap.trusted(0, 1, 7)
-
-
-def test_signature_appends_survive_a_torn_last_row(tmp_path: Path) -> None:
-    index.add_sigs(tmp_path, {"aa" * 32: b"\1\2" * 4})  # no cache yet: written whole
-    index.add_sigs(tmp_path, {"bb" * 32: b"\3\4" * 4})
-    assert index.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4}
-    with open(tmp_path / index.SIG_NAME, "ab") as handle:
-        handle.write(b"\xcc" * 20)  # a crash in the middle of an append
-    assert index.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4}
-    index.add_sigs(tmp_path, {"cc" * 32: b"\7\7" * 4})  # after a torn row: rewritten, aligned again
-    assert index.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1\2" * 4, "bb" * 32: b"\3\4" * 4,
-                                         "cc" * 32: b"\7\7" * 4}
-    index.add_sigs(tmp_path, {"dd" * 32: b"\5\6" * 8})  # another width: the cache is rewritten
-    assert index.load_sigs(tmp_path).loaded() == {"dd" * 32: b"\5\6" * 8}
-
-
 # ---------------------------------------------------------------- through a session_end run
 
 
@@ -203,7 +128,7 @@ def test_session_end_updates_indices_as_a_rebuild_would(store: Path, monkeypatch
         assert saved == full_index(store, rel), rel
     entries = {e["id"]: e for e in orjson.loads((store / "agent/coder" / index.INDEX_NAME).read_bytes())["entries"]}
     assert entries[hand["id"]]["run_hash"] == entries[hand["id"]]["content_hash"]
-    snap = index.load_lastrun(cached(store, "agent/coder"))
+    snap = lastrun.load_lastrun(cached(store, "agent/coder"))
     assert snap is not None and snap.names == sorted(p.name for p in (store / "agent" / "coder").glob("mem_*"))
 
 
@@ -212,7 +137,7 @@ def test_session_end_rereads_a_same_size_edit_as_new_as_the_snapshot(store: Path
     engine.consolidate(Store(store))
     folder = store / "agent" / "coder"
     path = folder / f"{data['id']}.json"
-    written = os.stat(cached(store, "agent/coder") / index.LASTRUN_NAME).st_mtime_ns
+    written = os.stat(cached(store, "agent/coder") / lastrun.LASTRUN_NAME).st_mtime_ns
     before = path.stat()
     write_memory(store, {**data, "access_count": 0})  # "3" -> "0": same size
     assert path.stat().st_size == before.st_size
@@ -252,7 +177,7 @@ def test_session_end_lists_a_folder_again_only_when_its_mtime_moved(
     assert "agent/coder" not in listings(store)  # changed a moment ago: no stamp yet
     stamp = age_folder(folder)
     engine.consolidate(Store(store), trigger="session_end")
-    written = os.stat(cached(store, "agent/coder") / index.LASTRUN_NAME).st_mtime_ns
+    written = os.stat(cached(store, "agent/coder") / lastrun.LASTRUN_NAME).st_mtime_ns
     assert listings(store)["agent/coder"] == [stamp, written]
     listed: list[str] = []
     real_listdir = os.listdir
@@ -285,7 +210,7 @@ def test_session_end_drops_a_file_removed_by_hand_from_index_and_snapshot(
     out = engine.consolidate(Store(store), trigger="session_end")
     assert out.actions == []
     assert_invariants(store)  # the index lists exactly the files left
-    snap = index.load_lastrun(cached(store, "agent/coder"))
+    snap = lastrun.load_lastrun(cached(store, "agent/coder"))
     assert snap is not None and snap.names == [f"{kept['id']}.json"]
     assert "agent/coder" not in listings(store)  # its snapshot was rewritten
     age_folder(folder)
@@ -311,7 +236,7 @@ def test_session_end_takes_a_touched_file_as_unchanged_once(store: Path) -> None
     os.utime(path, ns=(later, later))
     out = engine.consolidate(Store(store), trigger="session_end")
     assert out.actions == []
-    snap = index.load_lastrun(cached(store, "agent/coder"))
+    snap = lastrun.load_lastrun(cached(store, "agent/coder"))
     assert snap is not None and snap.mtimes[snap.row(path.name)] == later
     entries = orjson.loads((path.parent / index.INDEX_NAME).read_bytes())["entries"]
     assert [e["mtime_ns"] for e in entries if e["file"] == path.name] == [later]
@@ -325,7 +250,7 @@ def test_session_end_keeps_the_row_of_a_changed_file_it_did_not_cover(store: Pat
     edited = add(store, summary="a note edited by hand")
     engine.consolidate(Store(store))
     folder = store / "agent" / "coder"
-    snap = index.load_lastrun(cached(store, "agent/coder"))
+    snap = lastrun.load_lastrun(cached(store, "agent/coder"))
     assert snap is not None
     row_hash = snap.content_hash(snap.row(f"{edited['id']}.json"))  # type: ignore[arg-type]
     from memcli.store import journal as journal_module
@@ -334,7 +259,7 @@ def test_session_end_keeps_the_row_of_a_changed_file_it_did_not_cover(store: Pat
               "type": "semantic", "subtype": "x"}]
     journal_module._update_uncovered_rows(folder, snap, [f"{edited['id']}.json"], fresh,
                                           cached(store, "agent/coder"))
-    again = index.load_lastrun(cached(store, "agent/coder"))
+    again = lastrun.load_lastrun(cached(store, "agent/coder"))
     assert again is not None and again.content_hash(again.row(f"{edited['id']}.json")) == row_hash  # type: ignore[arg-type]
 
 
@@ -385,11 +310,11 @@ def big_block(store: Path, n: int = 60) -> None:
 def test_a_run_with_the_pair_cache_plans_what_a_run_without_it_plans(store: Path) -> None:
     big_block(store)
     engine.consolidate(Store(store))  # merges the restatements, leaves _pairs.json behind
-    assert (cached(store, "agent/coder") / index.PAIRS_NAME).exists()
+    assert (cached(store, "agent/coder") / paircache.PAIRS_NAME).exists()
     for text in PLANTED[:2]:
         add(store, summary=text + " again", tags=["ops"], created_at=days_ago(8))
     with_cache = engine.consolidate(Store(store), dry_run=True)
-    (cached(store, "agent/coder") / index.PAIRS_NAME).unlink()
+    (cached(store, "agent/coder") / paircache.PAIRS_NAME).unlink()
     without = engine.consolidate(Store(store), dry_run=True)
     assert with_cache.actions == without.actions and any(a["type"] == "merge" for a in with_cache.actions)
 
@@ -399,11 +324,11 @@ def test_a_run_with_the_pair_cache_plans_what_a_run_without_it_plans(store: Path
 def test_a_damaged_or_foreign_pair_cache_is_no_cache(store: Path, damage: bytes) -> None:
     big_block(store)
     engine.consolidate(Store(store))
-    path = cached(store, "agent/coder") / index.PAIRS_NAME
+    path = cached(store, "agent/coder") / paircache.PAIRS_NAME
     params = orjson.loads(path.read_bytes())["params"]
-    assert index.load_pairs(path.parent, params) is not None
+    assert paircache.load_pairs(path.parent, params) is not None
     path.write_bytes(damage)
-    assert index.load_pairs(path.parent, params) is None
+    assert paircache.load_pairs(path.parent, params) is None
     add(store, summary=PLANTED[0] + " again", tags=["ops"], created_at=days_ago(8))
     assert [a["type"] for a in engine.consolidate(Store(store), dry_run=True).actions] == ["merge"]
 
@@ -413,7 +338,7 @@ def test_a_full_run_covers_the_folder_its_promotions_create(store: Path) -> None
         summary="Always ask for two reviewers on schema changes")
     engine.consolidate(Store(store))
     team = store / "team" / "backend"
-    assert (cached(store, "team/backend") / index.LASTRUN_NAME).exists() and len(list(team.glob("mem_*"))) == 1
+    assert (cached(store, "team/backend") / lastrun.LASTRUN_NAME).exists() and len(list(team.glob("mem_*"))) == 1
     add(store, summary="a note written in this session", created_at=days_ago(8))
     planning = engine.plan(Store(store), engine.RunOptions(trigger="session_end"), engine.now())
     assert planning.plan.covered == ["agent/coder"]  # the promoted copy is not looked at again
@@ -432,7 +357,7 @@ def test_the_pair_cache_a_real_run_leaves_covers_what_it_rewrote(store: Path,
     again = engine.consolidate(Store(store), dry_run=True)
     assert compared == [] and not [a for a in again.actions if a["type"] == "merge"]
     monkeypatch.undo()
-    (cached(store, "agent/coder") / index.PAIRS_NAME).unlink()
+    (cached(store, "agent/coder") / paircache.PAIRS_NAME).unlink()
     assert engine.consolidate(Store(store), dry_run=True).actions == again.actions
 
 
@@ -441,7 +366,7 @@ def test_the_file_list_by_difference_with_the_snapshot_is_memory_names(store: Pa
     engine.consolidate(Store(store))
     s = Store(store)
     folder = s.folder("agent", "coder")
-    snap = index.load_lastrun(folder.cache())
+    snap = lastrun.load_lastrun(folder.cache())
     assert snap is not None and s._names_since(folder, snap, None)[0] == s.memory_names(folder) == snap.names
     (folder.path / "notes.txt").write_text("not a memory")
     (folder.path / ".hidden.json").write_text("{}")
@@ -547,21 +472,11 @@ def test_reindexing_a_covered_folder_gives_every_entry_its_run_hash_and_keeps_no
     assert all(e["run_hash"] == e["content_hash"] for e in saved["entries"])
     assert [{k: v for k, v in e.items() if k != "run_hash"} for e in saved["entries"]] == [
         {k: v for k, v in e.items() if k != "run_hash"} for e in full_index(store, "agent/coder")]
-    snap = index.load_lastrun(cached(store, "agent/coder"))
+    snap = lastrun.load_lastrun(cached(store, "agent/coder"))
     assert snap is not None and len(snap.names) == 4
 
 
-def test_raw_many_is_raw_of_each(tmp_path: Path) -> None:
-    sigs = {f"{n:064x}": bytes([n]) * 8 for n in range(1, 40)}
-    index.save_sigs(tmp_path, sigs)
-    cache = index.load_sigs(tmp_path)
-    asked = [bytes.fromhex(f"{n:064x}") for n in (5, 0, 39, 40, 5, 1)]  # present, absent, repeated
-    assert cache.raw_many(asked) == [cache.raw(d) for d in asked]
-    assert cache.raw_many(asked) == [bytes([5]) * 8, None, bytes([39]) * 8, None, bytes([5]) * 8, bytes([1]) * 8]
-    assert index.SigCache().raw_many(asked[:2]) == [None, None]
-
-
-def _scan_since_as_before(s: Store, folder: Any, snap: index.Snapshot) -> tuple[list[int], list[str]] | None:
+def _scan_since_as_before(s: Store, folder: Any, snap: lastrun.Snapshot) -> tuple[list[int], list[str]] | None:
     """`kept` and `reread` as scan_since made them with a test a row (before `_rows_but`);
     None when no listed file differs and none is gone (a file gone alone changes no memory,
     but its index entry and snapshot row go: it is read again, as gone)."""
@@ -582,7 +497,7 @@ def test_scan_since_keeps_exactly_the_rows_of_files_unchanged(store: Path, chang
     engine.consolidate(Store(store))
     s = Store(store)
     folder = s.folder("agent", "coder")
-    snap = index.load_lastrun(folder.cache())
+    snap = lastrun.load_lastrun(folder.cache())
     assert snap is not None and len(snap.names) == 6
     by_name = sorted(f"{m['id']}.json" for m in mems)
     first, last = folder.path / by_name[0], folder.path / by_name[-1]
@@ -616,7 +531,7 @@ def test_files_added_and_a_problem_give_the_problems_of_the_names_in_order(store
     engine.consolidate(Store(store))
     s = Store(store)
     folder = s.folder("agent", "coder")
-    snap = index.load_lastrun(folder.cache())
+    snap = lastrun.load_lastrun(folder.cache())
     assert snap is not None
     new = add(store, summary="a note written in this session")
     names, _, added = s._names_since(folder, snap, None)
@@ -640,58 +555,10 @@ def test_rows_but_leaves_out_exactly_the_rows_named() -> None:
     from memcli.store.scanning import _rows_but
 
     names = [f"mem_{n:02d}.json" for n in range(5)]
-    snap = index.Snapshot(names, index.array("q"), index.array("q"), b"", index.array("H"), [], 0)
+    snap = lastrun.Snapshot(names, array("q"), array("q"), b"", array("H"), [], 0)
     assert _rows_but(snap, set()) == [0, 1, 2, 3, 4]
     assert _rows_but(snap, {"mem_00.json", "mem_04.json"}) == [1, 2, 3]
     assert _rows_but(snap, {"mem_02.json", "mem_03.json", "not_a_row.json"}) == [0, 1, 4]
     assert _rows_but(snap, set(names)) == []
 
 
-def test_a_snapshots_names_as_bytes_are_its_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    entries = [entry(f"mem_{n:02d}", f"mem_{n:02d}.{'md' if n % 2 else 'json'}", n) for n in range(4)]
-    index.save_lastrun(tmp_path, entries)
-    snap = index.load_lastrun(tmp_path)
-    assert snap is not None and snap.name_bytes() == [n.encode() for n in snap.names]
-    monkeypatch.setattr(index.sys, "getfilesystemencoding", lambda: "ascii")
-    assert snap.name_bytes() is None  # bytes paths only where they are the names' own encoding
-    monkeypatch.undo()
-    built = index.Snapshot(list(snap.names), snap.sizes, snap.mtimes, snap.hashes, snap.block_of, snap.blocks, 0)
-    assert built.name_bytes() is None  # not read from a file: the str names are used
-    index.save_lastrun(tmp_path, [])
-    empty = index.load_lastrun(tmp_path)
-    assert empty is not None and empty.names == [] and empty.name_bytes() is None
-
-
-def test_raw_rows_is_raw_of_each_row_of_a_hash_column(tmp_path: Path) -> None:
-    import hashlib
-
-    hashes = [hashlib.sha256(str(n).encode()).digest() for n in range(60)]
-    index.save_sigs(tmp_path, {h.hex(): bytes([n]) * 8 for n, h in enumerate(hashes[:40])})
-    # appended later: a newer signature of a hash already there (the last row wins), and two more
-    index.add_sigs(tmp_path, {hashes[3].hex(): bytes([200]) * 8, hashes[45].hex(): bytes([45]) * 8})
-    index.add_sigs(tmp_path, {hashes[46].hex(): bytes([46]) * 8})
-    column = b"".join(hashes)
-    rows = [3, 0, 39, 40, 45, 46, 59, 3, 12]
-    cache = index.load_sigs(tmp_path)
-    expected = [cache.raw(hashes[r]) for r in rows]
-    assert expected[0] == bytes([200]) * 8 and expected[3] is None
-    assert index.load_sigs(tmp_path).raw_rows(column, rows) == expected  # before raw() built its dict
-    assert cache.raw_rows(column, rows) == expected and cache.raw_rows(column, []) == []
-    assert index.SigCache().raw_rows(column, rows[:2]) == [None, None]
-    searched = index.load_sigs(tmp_path)
-    searched.raw_rows(column, [0])  # rows sorted: later lookups search them, no dict is built
-    assert [searched.raw(hashes[r]) for r in rows] == expected == searched.raw_many([hashes[r] for r in rows])
-    assert searched._rows is None
-
-
-def test_raw_rows_tells_hashes_with_the_same_first_bytes_apart(tmp_path: Path) -> None:
-    sigs = {f"{n:064x}": bytes([n]) * 8 for n in range(1, 40)}  # every hash starts with 8 zero bytes
-    index.save_sigs(tmp_path, sigs)
-    column = b"".join(bytes.fromhex(f"{n:064x}") for n in range(45))
-    rows = [5, 0, 39, 40, 5, 1, 44]
-    cache = index.load_sigs(tmp_path)
-    expected = [cache.raw(column[32 * r:32 * r + 32]) for r in rows]  # through the dict
-    assert expected[:4] == [bytes([5]) * 8, None, bytes([39]) * 8, None]
-    searched = index.load_sigs(tmp_path)
-    assert searched.raw_rows(column, rows) == expected
-    assert [searched.raw(column[32 * r:32 * r + 32]) for r in rows] == expected and searched._rows is None

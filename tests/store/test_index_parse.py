@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memcli.store import index
+from memcli.store import index, sigcache
 from memcli.store.memories import reindex
 from memcli.store.model import parse_ts
 from memcli.store.store import Store
@@ -152,10 +152,10 @@ def test_a_planned_records_shares_its_entrys_values_and_is_the_full_read(store: 
 def test_save_sigs_writes_the_rows_sorted_in_one_width(tmp_path: Path) -> None:
     sigs = {f"{n * 7919 % 1500:064x}": bytes([n % 256]) * 16 for n in range(1500)}
     sigs[f"{1:064x}"] = b"\x01" * 8  # another width: not kept
-    index.save_sigs(tmp_path, sigs)
+    sigcache.save_sigs(tmp_path, sigs)
     rows = b"".join(bytes.fromhex(h) + s for h, s in sorted(sigs.items()) if len(s) == 16)
-    assert (tmp_path / index.SIG_NAME).read_bytes() == b"MCSG2" + (16).to_bytes(2, "little") + rows
-    assert index.load_sigs(tmp_path).loaded() == {h: s for h, s in sigs.items() if len(s) == 16}
+    assert (tmp_path / sigcache.SIG_NAME).read_bytes() == b"MCSG2" + (16).to_bytes(2, "little") + rows
+    assert sigcache.load_sigs(tmp_path).loaded() == {h: s for h, s in sigs.items() if len(s) == 16}
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 12, 13, 64, 333, 100_000])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from memcli.consolidate import engine
-from memcli.store import fsops, index, journal, planned
+from memcli.store import fsops, index, journal, lastrun, planned
 from memcli.store.memories import reindex
 from memcli.store.model import sha256
 from memcli.store.store import Store
@@ -206,7 +206,7 @@ def test_the_recording_makes_its_indices_and_snapshots_durable_in_one_barrier(
     coder = Store(store).folder("agent", "coder")
     recorded = [b for b in barriers if coder.path / index.INDEX_NAME in b]
     assert len(recorded) == 1  # the last barrier of the run: every index and snapshot it wrote
-    assert {coder.path / index.INDEX_NAME, coder.cache() / index.LASTRUN_NAME,
+    assert {coder.path / index.INDEX_NAME, coder.cache() / lastrun.LASTRUN_NAME,
             store / "archive" / index.INDEX_NAME} <= set(recorded[0])
 
 
@@ -279,7 +279,7 @@ def trusted_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
 
 
 def snapshot_rows(root: Path, rel: str) -> list[tuple[str, int, int, str, tuple[str, str]]]:
-    snap = index.load_lastrun(Store(root).folder_by_rel(rel).cache())  # type: ignore[union-attr]
+    snap = lastrun.load_lastrun(Store(root).folder_by_rel(rel).cache())  # type: ignore[union-attr]
     assert snap is not None
     return [(n, snap.sizes[i], snap.mtimes[i], snap.content_hash(i), snap.blocks[snap.block_of[i]])
             for i, n in enumerate(snap.names)]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memcli.consolidate import engine
-from memcli.store import fsops, index, log, opsfiles
+from memcli.store import fsops, index, lastrun, log, opsfiles, sigcache
 from memcli.store.store import Store
 from tests.conftest import add, days_ago
 
@@ -104,7 +104,7 @@ def test_the_state_and_log_are_renamed_only_after_the_indices_barrier(store: Pat
     indexed = events.at("barrier", lambda what: index.INDEX_NAME in what[0])
     files, _ = events.barriers()[[n for n, (k, _) in enumerate(events.seen) if k == "barrier"].index(indexed)]
     # one barrier: the indices, the snapshots, the signature cache, and the bytes of state and log
-    assert {index.LASTRUN_NAME, opsfiles.state_path(store).name}.issubset(
+    assert {lastrun.LASTRUN_NAME, opsfiles.state_path(store).name}.issubset(
         {n.split(".")[1] + ".json" if n.startswith(".state.") else n for n in files})
     assert any(n.startswith(".consolidation-log.json.") for n in files)
     state = events.at("rename", lambda name: name == "state.json")
@@ -121,7 +121,7 @@ def test_a_session_end_pass_appends_its_signatures_durable_with_the_indices(
     build(store)
     engine.consolidate(Store(store))
     add(store, summary=BASE + " again", tags=["deploy"], type="procedural", subtype="deployment")
-    sig_file = Store(store).folder("agent", "coder").cache() / index.SIG_NAME
+    sig_file = Store(store).folder("agent", "coder").cache() / sigcache.SIG_NAME
     before = sig_file.stat().st_size
     events = Events(monkeypatch)
     synced: list[int] = []
@@ -131,5 +131,5 @@ def test_a_session_end_pass_appends_its_signatures_durable_with_the_indices(
     assert sig_file.stat().st_size > before  # appended in place (the same file)
     indexed = events.at("barrier", lambda what: index.INDEX_NAME in what[0])
     files, _ = events.seen[indexed][1]
-    assert index.SIG_NAME in files  # its fsync waits for the barrier, not one commit of its own
+    assert sigcache.SIG_NAME in files  # its fsync waits for the barrier, not one commit of its own
     assert synced.count(sig_file.stat().st_ino) == 1

@@ -284,7 +284,7 @@ def test_lock_of_a_killed_process_does_not_block(store: Path) -> None:
 def _usual_nested_and_too_deep(store: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Three memories for the reading tests: a usual record, one with more brackets than
     MAX_DEPTH that nests shallowly (the full read's depth walk), and one nested too deep."""
-    from memcli.store.model import MAX_DEPTH
+    from memcli.store.formats import MAX_DEPTH
 
     usual = add(store, summary="usual record")
     nested = add(store, content={"summary": "many lists", "steps": [[n] for n in range(MAX_DEPTH + 5)]})
