@@ -62,11 +62,20 @@ class Ticket:
     kept: tuple[Any, list[dict[str, Any]]] | None = None
 
 
-_keeping: weakref.WeakSet[Ticket] = weakref.WeakSet()  # tickets holding entries (see KEEP_UP_TO)
+_kept = [0]  # entries held by the tickets alive (see KEEP_UP_TO), less each one as it goes
 
 
 def _may_keep(count: int) -> bool:
-    return count + sum(len(t.kept[1]) for t in _keeping if t.kept is not None) <= KEEP_UP_TO
+    return _kept[0] + count <= KEEP_UP_TO
+
+
+def _held(ticket: Ticket, count: int) -> None:
+    _kept[0] += count
+    weakref.finalize(ticket, _let_go, count)
+
+
+def _let_go(count: int) -> None:
+    _kept[0] -= count
 
 
 def identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
@@ -142,7 +151,7 @@ def trusted(folder: Folder, scan: FolderScan, read_from_ns: int) -> Ticket | Non
     keep = (scan.index.get("entry_count"), listed) if _may_keep(len(listed)) else None
     ticket = Ticket(None, "", identity(st), reread, keep)
     if keep is not None:
-        _keeping.add(ticket)
+        _held(ticket, len(listed))
     return ticket
 
 
