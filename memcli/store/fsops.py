@@ -46,6 +46,7 @@ _late_names: dict[int, list[tuple[Path, str]]] = {}
 _renaming: dict[int, list[tuple[Path, str]]] = {}
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NOFOLLOW = bool(_NOFOLLOW)  # whether opening a name refuses a symlink (ELOOP)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -208,17 +209,26 @@ def _write_tmp(handle: _Dir, name: str, data: bytes | Iterable[bytes | memoryvie
     fd = os.open(handle.at(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644,
                  dir_fd=handle.dir_fd)
     try:
-        with os.fdopen(fd, "wb") as out:
-            if mode is not None:
-                os.fchmod(out.fileno(), mode)  # a rewrite keeps the file's mode (0600 stays 0600)
-            if isinstance(data, bytes):
-                out.write(data)
-            else:  # pieces as they are made: a large scratch file is never whole in memory
-                for piece in data:
+        if isinstance(data, bytes):  # (a memory: written as it is, no file object around it)
+            try:
+                if mode is not None:
+                    os.fchmod(fd, mode)  # a rewrite keeps the file's mode (0600 stays 0600)
+                view, done = memoryview(data), 0
+                while done < len(data):
+                    done += os.write(fd, view[done:])
+                if sync:  # (a Staged batch makes its temporary files durable all at once)
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        else:
+            with os.fdopen(fd, "wb") as out:
+                if mode is not None:
+                    os.fchmod(out.fileno(), mode)
+                for piece in data:  # pieces as they are made: a large scratch file is never whole in memory
                     out.write(piece)
-            out.flush()
-            if sync:  # (a Staged batch makes its temporary files durable all at once)
-                os.fsync(out.fileno())
+                out.flush()
+                if sync:
+                    os.fsync(out.fileno())
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
@@ -459,6 +469,7 @@ class Staged:
         self.sources: dict[int, Path] = {}  # step -> the file a "link" step names again
         self.dirs: dict[Path, _Dir] = {}  # folders open for the batch (see `_held`)
         self.made: set[Path] = set()  # folders holding a folder `ensure_parent` made
+        self.there: set[Path] = set()  # folders `ensure_parent` found or made (none is removed meanwhile)
 
     @contextlib.contextmanager
     def _holding(self) -> Iterator[None]:
@@ -494,6 +505,8 @@ class Staged:
         each: the three folders of a run's first pre-image (archive/runs/<run_id>/agent/...)
         were three journal commits in a row. Nothing is put in them before the batch commits,
         and nothing depends on them before its barrier."""
+        if path.parent in self.there:  # (a run's pre-images: a few folders, thousands of files)
+            return
         missing: list[Path] = []
         probe = Path(_absolute(path.parent))
         while not os.path.lexists(probe):
@@ -505,8 +518,9 @@ class Staged:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(handle.at(folder.name), dir_fd=handle.dir_fd)
             self.made.add(folder.parent)
+        self.there.add(path.parent)
 
-    def keep_copy(self, src: Path, dst: Path) -> None:
+    def keep_copy(self, src: Path, dst: Path, link: bool | None = None) -> None:
         """Stage `dst` (a new name) holding the bytes `src` has now: a second link to the
         same file where that is safe, else a copy. A link writes no bytes, and it spares the
         later replace or removal of `src` the cost of freeing a file (milliseconds each on
@@ -514,26 +528,33 @@ class Staged:
         to a file replaces it whole (a new file renamed over the name; never an edit in
         place): the linked file keeps its bytes once `src` is replaced or removed. A file
         that already has another name (a link somewhere else, which someone could edit in
-        place), or one on another file system, is copied instead."""
-        if not self.linkable(src, dst):
+        place), or one on another file system, is copied instead. `link`: `linkable(src, dst)`
+        when the caller asked it already."""
+        if not (self.linkable(src, dst) if link is None else link):
             self.write_new(dst, read_bytes(src))
         else:
             self.steps.append(("link", dst, None))
             self.sources[len(self.steps) - 1] = src
 
     @staticmethod
-    def linkable(src: Path, dst: Path) -> bool:
+    def linkable(src: Path, dst: Path, near: dict[Path, int] | None = None) -> bool:
         """Whether `keep_copy(src, dst)` makes a second link (no bytes written) rather than a
-        copy. `dst`'s folder need not exist yet: the nearest one that does tells its file system."""
+        copy. `dst`'s folder need not exist yet: the nearest one that does tells its file
+        system. `near`: that device by `dst`'s folder, found once per folder (a run asks for
+        each of its pre-images, a few folders, before any is made)."""
         try:
             st = os.lstat(src)
-            probe = dst.parent
-            while not os.path.lexists(probe) and probe != probe.parent:
-                probe = probe.parent
-            same_fs = os.lstat(probe).st_dev == st.st_dev
+            device = None if near is None else near.get(dst.parent)
+            if device is None:
+                probe = dst.parent
+                while not os.path.lexists(probe) and probe != probe.parent:
+                    probe = probe.parent
+                device = os.lstat(probe).st_dev
+                if near is not None:
+                    near[dst.parent] = device
         except FileNotFoundError:
             return False
-        return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and same_fs and _AT
+        return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and device == st.st_dev and _AT
 
     def commit(self) -> None:
         try:
@@ -544,9 +565,11 @@ class Staged:
 
     def _commit(self) -> None:
         global _unsynced
-        temporary = [path.parent / tmp for _, path, tmp in self.steps if tmp is not None]
+        parents = [path.parent for _, path, _ in self.steps]  # (each made once: thousands a run)
+        temporary = [parent / tmp for parent, (_, _, tmp) in zip(parents, self.steps, strict=True)
+                     if tmp is not None]
         _barrier(self.root, temporary, set())
-        _unsynced, folders = set(), {path.parent for _, path, _ in self.steps} | self.made
+        _unsynced, folders = set(), set(parents) | self.made
         self.made = set()
         steps = list(self.steps)
         try:
@@ -556,7 +579,7 @@ class Staged:
                 elif kind == "link":
                     _link_or_copy(self.sources[n], path)
                 else:
-                    self._place(kind, path, str(tmp))
+                    self._place(kind, path, str(tmp), parents[n])
                 self.steps[n] = (kind, path, None)
         finally:
             _unsynced = None
@@ -574,11 +597,11 @@ class Staged:
                             os.unlink(handle.at(tmp), dir_fd=handle.dir_fd)
         finally:
             self._release()
-        self.steps, self.sources, self.made = [], {}, set()
+        self.steps, self.sources, self.made, self.there = [], {}, set(), set()
 
     @staticmethod
-    def _place(kind: str, path: Path, tmp: str) -> None:
-        with _folder(path.parent) as handle:
+    def _place(kind: str, path: Path, tmp: str, parent: Path) -> None:
+        with _folder(parent) as handle:
             _change()
             if kind == "write":
                 os.rename(handle.at(tmp), handle.at(path.name), src_dir_fd=handle.dir_fd,

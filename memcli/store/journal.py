@@ -164,12 +164,14 @@ def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str], batch: fs
     try:
         keep = [rel for rel, digest in before.items() if digest is not None]
         runs = run_dir(store, plan.run_id)
-        if not all(fsops.Staged.linkable(store.root / rel, runs / rel) for rel in keep):
+        near: dict[Path, int] = {}  # a pre-image's folder -> the device of the nearest that exists
+        links = [fsops.Staged.linkable(store.root / rel, runs / rel, near) for rel in keep]
+        if not all(links):
             # a pre-image copied is a temporary file written now: the journal goes first, so
             # that a crash from here on finds it (and its rollback removes that file)
             batch.commit()
-        for rel in keep:
-            _pre_image(store, plan.run_id, rel, batch)
+        for rel, link in zip(keep, links, strict=True):
+            _pre_image(store, runs, rel, batch, link)
         batch.commit()
         for action in applied.actions:
             for op in action.ops:
@@ -224,11 +226,13 @@ def _do(store: Store, op: FileOp, batch: fsops.Staged) -> None:
         batch.unlink(path)  # its bytes are in the pre-image, durable before this batch
 
 
-def _pre_image(store: Store, run_id: str, rel: str, batch: fsops.Staged) -> None:
-    target = run_dir(store, run_id) / rel
-    if not target.exists():
-        batch.ensure_parent(target)
-        batch.keep_copy(store.root / rel, target)  # a second link where safe: no bytes written
+def _pre_image(store: Store, runs: Path, rel: str, batch: fsops.Staged, link: bool) -> None:
+    """Stage the pre-image of `rel` (`link`: whether `keep_copy` may link it). Nothing can be
+    there yet: `execute` refuses a run whose folder under archive/runs exists, and holds the
+    store's lock."""
+    target = runs / rel
+    batch.ensure_parent(target)
+    batch.keep_copy(store.root / rel, target, link)  # a second link where safe: no bytes written
 
 
 def _manifest(store: Store, run_id: str, before: dict[str, str | None],
@@ -253,7 +257,7 @@ def hash_of(path: Path) -> str | None:
     """The sha256 of the file at `path`, None when nothing is there. A symlink is never
     followed: it hashes to SYMLINK, so an action expecting a file there is skipped; a file
     that cannot be read (or is no regular file) hashes to UNREADABLE, likewise."""
-    if path.is_symlink():
+    if not fsops.NOFOLLOW and path.is_symlink():  # (else the open below refuses one: ELOOP)
         return SYMLINK
     try:
         return sha256(fsops.read_bytes(path))
@@ -392,7 +396,9 @@ def _reindex_trusted(store: Store, rel: str, ticket: planned.Ticket, written: se
     try:
         if planned.identity(os.lstat(folder.path / index.INDEX_NAME)) != ticket.index:
             return None
-        saved = index.load(folder.path)
+        # the very bytes planning parsed: its entries, when it kept them, else parsed again
+        saved = {"entry_count": ticket.kept[0], "entries": ticket.kept[1]} if ticket.kept is not None \
+            else index.load(folder.path)
     except (OSError, ValueError):
         return None
     if saved is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,18 +41,41 @@ SAVE_FROM = 32
 # parsed whole, about 3 KB a memory at once, which in a folder of 56,000 memories (mix, 100,000)
 # raised a run's peak from 432 to 523 MB; re-reading makes them one file at a time.
 SAVE_UP_TO = 20_000
+# A `trusted` ticket keeps the entries planning parsed from the index (about 2 KB each), so
+# that the recording need not parse those very bytes again (a third of a full run's apply):
+# up to this many in all, over the tickets alive in the process; past it, the recording
+# parses the index as before. (A run's memory otherwise stays flat from folder to folder.)
+KEEP_UP_TO = 25_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Ticket:
     """Where one folder's entries were written, and the token that proves they are ours. Or,
     with `index` set (no file written): planning found the folder's index, whose identity
-    that is, true of every file but `reread` (see `trusted`)."""
+    that is, true of every file but `reread` (see `trusted`); `kept`, when set, is that
+    index's `entry_count` and its entries as planning parsed them."""
 
     path: Path | None
     token: str
     index: tuple[int, int, int, int, int] | None = None
     reread: frozenset[str] = frozenset()
+    kept: tuple[Any, list[dict[str, Any]]] | None = None
+
+
+_kept = [0]  # entries held by the tickets alive (see KEEP_UP_TO), less each one as it goes
+
+
+def _may_keep(count: int) -> bool:
+    return _kept[0] + count <= KEEP_UP_TO
+
+
+def _held(ticket: Ticket, count: int) -> None:
+    _kept[0] += count
+    weakref.finalize(ticket, _let_go, count)
+
+
+def _let_go(count: int) -> None:
+    _kept[0] -= count
 
 
 def identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
@@ -121,7 +145,14 @@ def trusted(folder: Folder, scan: FolderScan, read_from_ns: int) -> Ticket | Non
         return None
     kept = {e["file"] for e in scan.entries}
     dropped = {str(e.get("file")) for e in listed if isinstance(e, dict) and e.get("file") not in kept}
-    return Ticket(None, "", identity(st), frozenset(dropped | {mem.name for mem in scan.memories.values()}))
+    reread = frozenset(dropped | {mem.name for mem in scan.memories.values()})
+    # (the parsed entries are not changed by planning: a memory made from one refers to it,
+    # and one whose facts change gets a new dict)
+    keep = (scan.index.get("entry_count"), listed) if _may_keep(len(listed)) else None
+    ticket = Ticket(None, "", identity(st), reread, keep)
+    if keep is not None:
+        _held(ticket, len(listed))
+    return ticket
 
 
 def load(ticket: Ticket | None) -> list[dict[str, Any]] | None:

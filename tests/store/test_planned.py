@@ -458,3 +458,64 @@ def test_every_crash_point_of_a_run_recorded_from_its_index_recovers(
             failed[n] = failures
         shutil.rmtree(root)
     assert not failed, f"crash points of {k} ({sweep.label()}) that failed: {failed}"
+
+
+def index_loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The folders whose index `index.load` parses."""
+    loads: list[Path] = []
+    original = index.load
+
+    def spy(folder: Path) -> dict[str, Any] | None:
+        loads.append(folder)
+        return original(folder)
+
+    monkeypatch.setattr(index, "load", spy)
+    return loads
+
+
+@pytest.mark.parametrize("keep", [40, 39])
+def test_the_recording_takes_the_entries_planning_parsed_up_to_the_limit(
+        store: Path, settled: None, keep: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within `KEEP_UP_TO` (the folder holds 40 entries) the recording takes the entries
+    planning parsed from the very index, not parsing it again; past it, it parses the index.
+    Either way the index and snapshot a fresh scan would make."""
+    indexed(store)
+    monkeypatch.setattr(planned, "KEEP_UP_TO", keep)
+    calls, loads = trusted_calls(monkeypatch), index_loads(monkeypatch)
+    seen: dict[str, int] = {}
+
+    def confirm(_: Any) -> bool:
+        seen["planning"] = len(loads)
+        return True
+
+    engine.consolidate(Store(store), confirm=confirm)
+    assert dict(calls)["agent/coder"] is True
+    parsed_again = store / "agent" / "coder" in loads[seen["planning"]:]
+    assert parsed_again is (keep < 40)
+    assert saved_entries(store) == fresh_entries(store)
+    assert all(e["run_hash"] == e["content_hash"] for e in saved_entries(store)["agent/coder"])
+    assert snapshot_rows(store, "agent/coder") == fresh_rows(store, "agent/coder")
+
+
+def test_entries_are_kept_up_to_the_limit_over_the_tickets_alive(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    indexed(store)
+    monkeypatch.setattr(planned, "KEEP_UP_TO", 60)
+    s = Store(store)
+    folder = s.folder("agent", "coder")
+    later = planned.started() + planned.STAMP_AGE_NS + 10**9
+
+    def ticket() -> planned.Ticket:
+        found = planned.trusted(folder, s.scan(folder, load=False, entries=False, compare=False), later)
+        assert found is not None and found.index is not None
+        return found
+
+    first = ticket()
+    assert first.kept is not None and len(first.kept[1]) == 40 and first.kept[0] == 40
+    second = ticket()
+    assert second.kept is None  # 80 entries would be over the limit: this one's index is parsed again
+    del first  # (a run's tickets go when the run is recorded: `discard`)
+    import gc
+
+    gc.collect()
+    assert ticket().kept is not None

@@ -441,3 +441,43 @@ def test_a_file_with_another_name_is_not_held(root: Path) -> None:
         handle.close()
     fsops.write_replace(big, b"new")
     assert (root / "archive" / "kept.json").stat().st_size == 100
+
+
+def test_linkable_asks_the_device_of_a_folder_once_and_keep_copy_takes_the_answer(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = root / "agent" / "a"
+    for name in ("one.json", "two.json"):
+        (folder / name).write_bytes(name.encode())
+    target = root / "archive" / "runs" / "r1" / "agent" / "a"
+    near: dict[Path, int] = {}
+    probes: list[str] = []
+    real_lexists = os.path.lexists
+    monkeypatch.setattr(os.path, "lexists", lambda p: probes.append(str(p)) or real_lexists(p))
+    assert fsops.Staged.linkable(folder / "one.json", target / "one.json", near)
+    asked = len(probes)
+    assert asked and near == {target: os.lstat(root).st_dev}
+    assert fsops.Staged.linkable(folder / "two.json", target / "two.json", near)
+    assert len(probes) == asked  # the folder's device known: no probing again
+    assert not fsops.Staged.linkable(folder / "gone.json", target / "gone.json", near)
+    monkeypatch.undo()
+    batch = fsops.Staged(root)
+    batch.ensure_parent(target / "one.json")
+    batch.keep_copy(folder / "one.json", target / "one.json", True)
+    batch.keep_copy(folder / "two.json", target / "two.json", False)  # told to copy: copied
+    batch.commit()
+    assert os.path.samefile(folder / "one.json", target / "one.json")
+    assert not os.path.samefile(folder / "two.json", target / "two.json")
+    assert (target / "two.json").read_bytes() == b"two.json"
+
+
+def test_a_memory_written_whole_keeps_its_mode_and_every_byte(root: Path) -> None:
+    folder = root / "agent" / "a"
+    (folder / "m.json").write_bytes(b"old")
+    os.chmod(folder / "m.json", 0o600)
+    data = os.urandom(300_000)  # larger than one write may take
+    batch = fsops.Staged(root)
+    batch.write_replace(folder / "m.json", data)
+    batch.write_new(folder / "n.json", data[:10])
+    batch.commit()
+    assert (folder / "m.json").read_bytes() == data and (folder / "n.json").read_bytes() == data[:10]
+    assert (folder / "m.json").stat().st_mode & 0o777 == 0o600
