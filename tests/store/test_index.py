@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memcli.consolidate import engine, merging, pairsearch, similar
-from memcli.store import index, journal, lastrun, opsfiles, paircache
+from memcli.consolidate import engine
+from memcli.store import index, journal, lastrun, opsfiles
 from memcli.store.model import parse_ts
 from memcli.store.store import STAMP_AGE_NS, Store
 from tests import sweep
@@ -288,77 +288,6 @@ def test_a_stale_or_damaged_stamp_is_no_stamp(store: Path) -> None:
         new_path = folder / f"{new['id']}.json"
         new_path.rename(folder.parent / new_path.name)  # out of the folder again
         os.utime(folder, ns=(mtime, mtime))
-
-
-# ---------------------------------------------------------------- the similar-pairs cache
-
-
-PLANTED = ["Rotate the staging database credentials before the quarterly security audit",
-           "Page the secondary on call engineer when the primary does not answer quickly",
-           "Run the schema migration on a replica first and compare the row counts after"]
-
-
-def big_block(store: Path, n: int = 60) -> None:
-    """More memories in one block than are compared all-pairs, a few restating each other."""
-    for _ in range(n):
-        add(store, tags=["ops"])
-    for text in PLANTED:
-        add(store, summary=text, tags=["ops"], created_at=days_ago(40))
-        add(store, summary=text + " today", tags=["ops"], created_at=days_ago(30))
-
-
-def test_a_run_with_the_pair_cache_plans_what_a_run_without_it_plans(store: Path) -> None:
-    big_block(store)
-    engine.consolidate(Store(store))  # merges the restatements, leaves _pairs.json behind
-    assert (cached(store, "agent/coder") / paircache.PAIRS_NAME).exists()
-    for text in PLANTED[:2]:
-        add(store, summary=text + " again", tags=["ops"], created_at=days_ago(8))
-    with_cache = engine.consolidate(Store(store), dry_run=True)
-    (cached(store, "agent/coder") / paircache.PAIRS_NAME).unlink()
-    without = engine.consolidate(Store(store), dry_run=True)
-    assert with_cache.actions == without.actions and any(a["type"] == "merge" for a in with_cache.actions)
-
-
-@pytest.mark.parametrize("damage", [b"{nope", b'{"params": "other", "covered": [], "pairs": []}',
-                                    b'{"params": null}', b"[]"])
-def test_a_damaged_or_foreign_pair_cache_is_no_cache(store: Path, damage: bytes) -> None:
-    big_block(store)
-    engine.consolidate(Store(store))
-    path = cached(store, "agent/coder") / paircache.PAIRS_NAME
-    params = orjson.loads(path.read_bytes())["params"]
-    assert paircache.load_pairs(path.parent, params) is not None
-    path.write_bytes(damage)
-    assert paircache.load_pairs(path.parent, params) is None
-    add(store, summary=PLANTED[0] + " again", tags=["ops"], created_at=days_ago(8))
-    assert [a["type"] for a in engine.consolidate(Store(store), dry_run=True).actions] == ["merge"]
-
-
-def test_a_full_run_covers_the_folder_its_promotions_create(store: Path) -> None:
-    add(store, type="procedural", subtype="review", tags=["review"], access_count=6,
-        summary="Always ask for two reviewers on schema changes")
-    engine.consolidate(Store(store))
-    team = store / "team" / "backend"
-    assert (cached(store, "team/backend") / lastrun.LASTRUN_NAME).exists() and len(list(team.glob("mem_*"))) == 1
-    add(store, summary="a note written in this session", created_at=days_ago(8))
-    planning = engine.plan(Store(store), engine.RunOptions(trigger="session_end"), engine.now())
-    assert planning.plan.covered == ["agent/coder"]  # the promoted copy is not looked at again
-
-
-def test_the_pair_cache_a_real_run_leaves_covers_what_it_rewrote(store: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    big_block(store)
-    first = engine.consolidate(Store(store))
-    assert any(a["type"] == "merge" for a in first.actions)  # keepers rewritten: new content
-    compared: list[Any] = []
-    real = similar.similar_pairs
-    spy = lambda *a, **k: compared.append(k.get("focus")) or real(*a, **k)  # noqa: E731
-    for module in (merging, pairsearch):  # the planner's modules that compare
-        monkeypatch.setattr(module, "similar_pairs", spy)
-    again = engine.consolidate(Store(store), dry_run=True)
-    assert compared == [] and not [a for a in again.actions if a["type"] == "merge"]
-    monkeypatch.undo()
-    (cached(store, "agent/coder") / paircache.PAIRS_NAME).unlink()
-    assert engine.consolidate(Store(store), dry_run=True).actions == again.actions
 
 
 def test_the_file_list_by_difference_with_the_snapshot_is_memory_names(store: Path) -> None:
