@@ -1,5 +1,8 @@
 """The last-run snapshot (`.cache/<folder>/_lastrun.bin`): per file, what the last run
-covering the folder saw, so that session_end compares files by stat alone."""
+covering the folder saw (size, mtime, content hash = run_hash, block), so that session_end
+compares the folder's files against it by stat alone and never loads every index of a large
+store. Binary (fixed-width columns after a small JSON header) because session_end loads one a
+folder on every pass: a 10,000-row snapshot loads in about a millisecond, a JSON one in ten."""
 
 from __future__ import annotations
 
@@ -14,12 +17,6 @@ from typing import Any
 import orjson
 
 from memcli.store import fsops
-
-# `_lastrun.bin` keeps, per file, what the last run covering the folder saw: size, mtime,
-# content hash (= run_hash) and block (type, subtype). session_end compares the folder's files
-# against it by stat alone, so that it never loads every index of a large store. It is binary
-# (fixed-width columns after a small JSON header) because session_end loads one per folder on
-# every pass: a 10,000-row snapshot loads in about a millisecond, a JSON one in ten.
 
 LASTRUN_NAME = "_lastrun.bin"
 _LASTRUN_MAGIC = b"MCLR2"

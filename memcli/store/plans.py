@@ -8,8 +8,6 @@ from typing import Any
 
 from memcli.store.model import sha256
 
-# Dry-run renders a Plan, apply executes it, the log records its actions, undo reverses it.
-
 
 @dataclass
 class FileOp:

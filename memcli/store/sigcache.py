@@ -1,5 +1,6 @@
 """The MinHash cache (`.cache/<folder>/_minhash.bin`): each memory's signature by content
-hash, so that candidate pairs come without re-reading or re-hashing unchanged memories."""
+hash, so that candidate pairs come without re-reading or re-hashing unchanged memories. A cache
+like the index: missing or unreadable, it is rebuilt; it never holds memory text."""
 
 from __future__ import annotations
 
@@ -9,10 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from memcli.store import fsops
-
-# Next to each index, `_minhash.bin` keeps each memory's MinHash signature by content hash,
-# so that candidate pairs come without re-reading or re-hashing unchanged memories. It is a
-# cache like the index: missing or unreadable, it is rebuilt; it never holds memory text.
 
 SIG_NAME = "_minhash.bin"
 # The header names the kind of signature (memcli.consolidate.candidates.SIGNATURE_KIND): a
