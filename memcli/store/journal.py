@@ -264,7 +264,7 @@ def hash_of(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # swapped for a link since the check above
+        if exc.errno == errno.ELOOP:  # a link: refused by O_NOFOLLOW (or swapped in since the check above)
             return SYMLINK
         return UNREADABLE
 
