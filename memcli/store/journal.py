@@ -33,7 +33,7 @@ import orjson
 
 from memcli.consolidate import review
 from memcli.errors import MemcliError
-from memcli.store import fsops, index, lastrun, log, opsfiles, paths, planned
+from memcli.store import fsops, index, lastrun, log, opsfiles, paths, planned, staged
 from memcli.store.model import sha256
 from memcli.store.plans import Action, FileOp, Plan
 from memcli.store.store import Store
@@ -89,7 +89,7 @@ def execute(store: Store, plan: Plan, progress: Callable[[str, int, int], None] 
              for n, action in enumerate(plan.actions) if n not in unsafe for op in action.ops]
     # the journal is the first file of the pre-images' batch: durable with them, at its two
     # barriers, before any memory is changed (rather than two fsyncs of its own before them)
-    batch = fsops.Staged(store.root)
+    batch = staged.Staged(store.root)
     _write_journal(store, plan.run_id, {"run_id": plan.run_id, "phase": "applying", "files": files}, batch)
     try:
         applied = _execute_actions(store, plan, unsafe, batch, progress)
@@ -135,12 +135,12 @@ def _unwritable(store: Store, rel: str) -> str | None:
     return f"{store.rel(folder)} cannot be written (permission denied)"
 
 
-def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str], batch: fsops.Staged,
+def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str], batch: staged.Staged,
                      progress: Callable[[str, int, int], None] | None = None) -> Applied:
     """Which actions still find their files as planned (each sees the ones before it as done),
     then their pre-images made durable in one batch (`batch`, which holds the journal
     already), then their changes in another: no file is changed before the journal and every
-    pre-image are safely on disk (see `fsops.Staged`)."""
+    pre-image are safely on disk (see `staged.Staged`)."""
     applied = Applied()
     seen: dict[str, str | None] = {}  # path -> hash on disk now, once looked at (then as planned)
     before: dict[str, str | None] = {}  # path -> hash before the run's first change to it
@@ -165,7 +165,7 @@ def _execute_actions(store: Store, plan: Plan, unsafe: dict[int, str], batch: fs
         keep = [rel for rel, digest in before.items() if digest is not None]
         runs = run_dir(store, plan.run_id)
         near: dict[Path, int] = {}  # a pre-image's folder -> the device of the nearest that exists
-        links = [fsops.Staged.linkable(store.root / rel, runs / rel, near) for rel in keep]
+        links = [staged.Staged.linkable(store.root / rel, runs / rel, near) for rel in keep]
         if not all(links):
             # a pre-image copied is a temporary file written now: the journal goes first, so
             # that a crash from here on finds it (and its rollback removes that file)
@@ -215,7 +215,7 @@ def _unsafe_skip(action: Action, problem: str) -> dict[str, Any]:
             "detail": problem}
 
 
-def _do(store: Store, op: FileOp, batch: fsops.Staged) -> None:
+def _do(store: Store, op: FileOp, batch: staged.Staged) -> None:
     path = store.root / op.path
     if op.kind == "write":
         batch.write_replace(path, op.data or b"")
@@ -226,7 +226,7 @@ def _do(store: Store, op: FileOp, batch: fsops.Staged) -> None:
         batch.unlink(path)  # its bytes are in the pre-image, durable before this batch
 
 
-def _pre_image(store: Store, runs: Path, rel: str, batch: fsops.Staged, link: bool) -> None:
+def _pre_image(store: Store, runs: Path, rel: str, batch: staged.Staged, link: bool) -> None:
     """Stage the pre-image of `rel` (`link`: whether `keep_copy` may link it). Nothing can be
     there yet: `execute` refuses a run whose folder under archive/runs exists, and holds the
     store's lock."""
@@ -236,7 +236,7 @@ def _pre_image(store: Store, runs: Path, rel: str, batch: fsops.Staged, link: bo
 
 
 def _manifest(store: Store, run_id: str, before: dict[str, str | None],
-              seen: dict[str, str | None], batch: fsops.Staged) -> list[dict[str, Any]]:
+              seen: dict[str, str | None], batch: staged.Staged) -> list[dict[str, Any]]:
     """Stage the run's manifest (what undo reads) in the changes' batch."""
     files = [{"path": rel, "sha256_before": before[rel], "sha256_after": seen[rel],
               "pre_image": f"archive/runs/{run_id}/{rel}" if before[rel] else None}
@@ -486,7 +486,7 @@ def _update_state(store: Store, update: dict[str, Any], quiet: bool = False) -> 
     opsfiles.write_state(store.root, state, quiet)
 
 
-def _write_journal(store: Store, run_id: str, data: dict[str, Any], batch: fsops.Staged) -> None:
+def _write_journal(store: Store, run_id: str, data: dict[str, Any], batch: staged.Staged) -> None:
     batch.ensure_parent(journal_path(store, run_id))
     batch.write_new(journal_path(store, run_id), orjson.dumps(data))
 

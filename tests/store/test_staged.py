@@ -1,4 +1,4 @@
-"""fsops.Staged: many writes made durable together, with the guarantees of the single ones."""
+"""staged.Staged: many writes made durable together, with the guarantees of the single ones."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memcli.store import fsops, letgo
+from memcli.store import fsops, letgo, staged
 
 
 @pytest.fixture
@@ -22,12 +22,12 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
-def _batch(root: Path) -> fsops.Staged:
+def _batch(root: Path) -> staged.Staged:
     folder = root / "agent" / "a"
     (folder / "old.json").write_bytes(b"old")
     (folder / "gone.json").write_bytes(b"gone")
     os.chmod(folder / "old.json", 0o600)
-    batch = fsops.Staged(root)
+    batch = staged.Staged(root)
     batch.write_replace(folder / "old.json", b"new")
     batch.write_new(root / "archive" / "gone.json", b"gone")
     batch.unlink(folder / "gone.json")
@@ -38,7 +38,7 @@ def _batch(root: Path) -> fsops.Staged:
 def test_nothing_changes_until_commit_then_everything_in_order(root: Path, syncfs: bool,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[str] = []
-    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 1 if syncfs else 10_000)
+    monkeypatch.setattr(fsops, "SYNCFS_FROM", 1 if syncfs else 10_000)
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append("fsync") or real_fsync(fd))
     batch = _batch(root)
@@ -58,7 +58,7 @@ def test_nothing_changes_until_commit_then_everything_in_order(root: Path, syncf
 
 def test_a_new_file_never_overwrites_and_discard_leaves_no_temporary_file(root: Path) -> None:
     (root / "archive" / "taken.json").write_bytes(b"mine")
-    batch = fsops.Staged(root)
+    batch = staged.Staged(root)
     batch.write_new(root / "archive" / "taken.json", b"theirs")
     with pytest.raises(FileExistsError):
         batch.commit()
@@ -81,12 +81,12 @@ def test_each_step_is_a_counted_change(root: Path) -> None:
 @pytest.mark.parametrize("syncfs", [True, False])
 def test_keep_copy_links_a_file_with_one_name_and_copies_one_with_two(
         root: Path, syncfs: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 1 if syncfs else 10_000)
+    monkeypatch.setattr(fsops, "SYNCFS_FROM", 1 if syncfs else 10_000)
     folder = root / "agent" / "a"
     (folder / "one.json").write_bytes(b"one")
     (folder / "two.json").write_bytes(b"two")
     os.link(folder / "two.json", root / "elsewhere.json")  # a second name someone could edit in place
-    batch = fsops.Staged(root)
+    batch = staged.Staged(root)
     batch.keep_copy(folder / "one.json", root / "archive" / "one.json")
     batch.keep_copy(folder / "two.json", root / "archive" / "two.json")
     assert not (root / "archive" / "one.json").exists()  # staged: nothing yet
@@ -96,7 +96,7 @@ def test_keep_copy_links_a_file_with_one_name_and_copies_one_with_two(
     assert os.path.samefile(folder / "one.json", root / "archive" / "one.json")
     assert not os.path.samefile(folder / "two.json", root / "archive" / "two.json")
     # the memory is then replaced whole and another removed: the kept bytes stay as they were
-    batch = fsops.Staged(root)
+    batch = staged.Staged(root)
     batch.write_replace(folder / "one.json", b"ONE")
     batch.unlink(folder / "two.json")
     batch.commit()
@@ -109,7 +109,7 @@ def test_keep_copy_links_a_file_with_one_name_and_copies_one_with_two(
 def test_keep_copy_copies_where_the_file_system_refuses_a_link(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = root / "agent" / "a"
     (folder / "one.json").write_bytes(b"one")
-    batch = fsops.Staged(root)
+    batch = staged.Staged(root)
     batch.keep_copy(folder / "one.json", root / "archive" / "one.json")
     real_link = os.link
 
@@ -123,7 +123,7 @@ def test_keep_copy_copies_where_the_file_system_refuses_a_link(root: Path, monke
     assert (root / "archive" / "one.json").read_bytes() == b"one"
     assert not os.path.samefile(folder / "one.json", root / "archive" / "one.json")
     with pytest.raises(FileExistsError):  # and a kept copy never overwrites a name
-        batch = fsops.Staged(root)
+        batch = staged.Staged(root)
         batch.keep_copy(folder / "one.json", root / "archive" / "one.json")
         batch.commit()
 
@@ -140,7 +140,7 @@ def _fsync_targets(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
 def test_one_barrier_syncs_the_replaced_files_once_at_its_end(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = root / "agent" / "a"
-    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 10_000)  # fsync by fsync, to see each
+    monkeypatch.setattr(fsops, "SYNCFS_FROM", 10_000)  # fsync by fsync, to see each
     synced = _fsync_targets(monkeypatch)
     start = fsops.change_count()
     with fsops.one_barrier(root):
@@ -157,7 +157,7 @@ def test_one_barrier_syncs_the_replaced_files_once_at_its_end(root: Path, monkey
 
 
 def test_one_barrier_syncs_at_once_with_syncfs_for_many_files(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 2)
+    monkeypatch.setattr(fsops, "SYNCFS_FROM", 2)
     calls: list[Path] = []
     monkeypatch.setattr(fsops, "_syncfs", lambda where: calls.append(where) or True)
     synced = _fsync_targets(monkeypatch) if os.path.isdir("/proc/self/fd") else []
@@ -224,11 +224,11 @@ def test_write_replace_takes_pieces_and_an_error_half_way_changes_nothing(root: 
 
 def test_ensure_parent_of_a_batch_syncs_the_folders_it_made_with_the_batch(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 10_000)
+    monkeypatch.setattr(fsops, "SYNCFS_FROM", 10_000)
     synced = _fsync_targets(monkeypatch)
     (root / "agent" / "a" / "m.json").write_bytes(b"m")
     target = root / "archive" / "runs" / "r1" / "agent" / "a" / "m.json"
-    batch = fsops.Staged(root)
+    batch = staged.Staged(root)
     start = fsops.change_count()
     batch.ensure_parent(target)
     assert target.parent.is_dir() and synced == []  # made, one change each, nothing synced yet
@@ -324,7 +324,7 @@ def test_renamed_after_barrier_puts_files_in_place_only_once_their_bytes_are_dur
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder, other = root / "agent" / "a", root / "archive"
     (folder / "x.json").write_bytes(b"old")
-    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 10_000)  # fsync by fsync, to see each
+    monkeypatch.setattr(fsops, "SYNCFS_FROM", 10_000)  # fsync by fsync, to see each
     synced = _fsync_targets(monkeypatch)
     renamed: list[str] = []
     real_rename = os.rename
@@ -385,7 +385,7 @@ def test_renamed_after_barrier_needs_a_barrier(root: Path) -> None:
 def test_append_within_one_barrier_is_durable_at_its_end(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = root / "agent" / "a" / "cache.bin"
     path.write_bytes(b"head")
-    monkeypatch.setattr(fsops.Staged, "SYNCFS_FROM", 10_000)
+    monkeypatch.setattr(fsops, "SYNCFS_FROM", 10_000)
     synced = _fsync_targets(monkeypatch)
     with fsops.one_barrier(root):
         fsops.append(path, b"+row")
@@ -453,14 +453,14 @@ def test_linkable_asks_the_device_of_a_folder_once_and_keep_copy_takes_the_answe
     probes: list[str] = []
     real_lexists = os.path.lexists
     monkeypatch.setattr(os.path, "lexists", lambda p: probes.append(str(p)) or real_lexists(p))
-    assert fsops.Staged.linkable(folder / "one.json", target / "one.json", near)
+    assert staged.Staged.linkable(folder / "one.json", target / "one.json", near)
     asked = len(probes)
     assert asked and near == {target: os.lstat(root).st_dev}
-    assert fsops.Staged.linkable(folder / "two.json", target / "two.json", near)
+    assert staged.Staged.linkable(folder / "two.json", target / "two.json", near)
     assert len(probes) == asked  # the folder's device known: no probing again
-    assert not fsops.Staged.linkable(folder / "gone.json", target / "gone.json", near)
+    assert not staged.Staged.linkable(folder / "gone.json", target / "gone.json", near)
     monkeypatch.undo()
-    batch = fsops.Staged(root)
+    batch = staged.Staged(root)
     batch.ensure_parent(target / "one.json")
     batch.keep_copy(folder / "one.json", target / "one.json", True)
     batch.keep_copy(folder / "two.json", target / "two.json", False)  # told to copy: copied
@@ -475,7 +475,7 @@ def test_a_memory_written_whole_keeps_its_mode_and_every_byte(root: Path) -> Non
     (folder / "m.json").write_bytes(b"old")
     os.chmod(folder / "m.json", 0o600)
     data = os.urandom(300_000)  # larger than one write may take
-    batch = fsops.Staged(root)
+    batch = staged.Staged(root)
     batch.write_replace(folder / "m.json", data)
     batch.write_new(folder / "n.json", data[:10])
     batch.commit()
