@@ -382,6 +382,18 @@ def test_stems_from_the_word_table_are_the_words_first_letters(monkeypatch: pyte
                 assert all(stems[w] == w[:4] for w in features.word_set)
 
 
+@settings(max_examples=sweep.scale(75, 300), deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abcdeÜßİ ﬁ.-'1")), max_size=60), st.booleans())
+def test_stems_are_the_set_of_the_stems_in_order(text: str, sequence_first: bool) -> None:
+    # (cold16) The stems are the set of stem_sequence, made once: the first STEM_LETTERS
+    # letters of each distinct word, whichever of the two a guard asks for first.
+    features = TextFeatures(text)
+    if sequence_first:
+        assert features.stem_sequence == tuple(w[:textfeatures.STEM_LETTERS] for w in features.words)
+    assert features.stems == frozenset(w[:textfeatures.STEM_LETTERS] for w in features.word_set)
+    assert features.stem_sequence == tuple(w[:textfeatures.STEM_LETTERS] for w in features.words)
+
+
 # --------------------------------------------------------------------------------------------
 # helper guards8: a new chunk of one word (and one mark) read the short way
 
