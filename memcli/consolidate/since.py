@@ -100,12 +100,19 @@ class Worker:
 
     @staticmethod
     def wanted() -> bool:
-        """Whether a worker may be started now: a second core (`parallel.jobs`), idle at this
-        moment too unless `MEMCLI_JOBS` asks for it, and no thread in this process."""
+        """Whether a worker may be started now: a second core this process may run on, idle
+        at this moment (`_idle_core`) unless `MEMCLI_JOBS` asks for it, and no thread in this
+        process. Not the 1-minute load average (`parallel.jobs` without `MEMCLI_JOBS`): the
+        worker runs at the lowest priority (`_lowest_priority`), so beside other work it takes
+        only the CPU they leave and does not compete with this process; and the average still
+        counts work that ended a while ago (a session that just ended, a run before the pass:
+        the worker was kept off with both cores idle)."""
         from memcli.consolidate import parallel
 
         forced = os.environ.get(parallel.JOBS_ENV, "").strip()  # (MEMCLI_JOBS=N: whatever the load)
-        return parallel.jobs() >= 2 and parallel.may_fork() and bool(forced or _idle_core())
+        if forced:
+            return parallel.jobs() >= 2 and parallel.may_fork()
+        return parallel.cores() >= 2 and parallel.may_fork() and _idle_core()
 
     @classmethod
     def start(cls, folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp],
@@ -121,6 +128,7 @@ class Worker:
             return None
 
         def body() -> None:
+            _lowest_priority()
             for p in share:  # a line a folder (under PIPE_BUF bytes: written whole)
                 result = scan(p)
                 if not _quiet(result):
@@ -167,6 +175,20 @@ class Worker:
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
+
+
+def _lowest_priority() -> None:
+    """(The worker.) Run only on CPU nothing else wants: `SCHED_IDLE` where there is one (a
+    task of any other priority runs first), else the highest niceness. A worker beside other
+    work would otherwise take a share of this pass's own core; starved, it costs the pass
+    only the folders it does not report (scanned by the pass itself)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return
+    except (AttributeError, OSError):
+        pass
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(19)
 
 
 def _idle_core(loadavg: str = "/proc/loadavg") -> bool:

@@ -379,7 +379,7 @@ def test_a_worker_only_beside_an_idle_core_unless_asked_for(tmp_path: Path, stor
     snaps = [lastrun.load_lastrun(f.cache()) for f in folders]
     monkeypatch.setattr(since, "SHARE_FROM", 0)
     monkeypatch.setattr(since, "_idle_core", lambda: False)
-    monkeypatch.setattr("memcli.consolidate.parallel.jobs", lambda: 2)
+    monkeypatch.setattr("memcli.consolidate.parallel.cores", lambda: 2)
     monkeypatch.delenv("MEMCLI_JOBS", raising=False)
     assert not since.Worker.wanted()
     monkeypatch.setenv("MEMCLI_JOBS", "2")  # asked for: whatever the load
@@ -412,3 +412,49 @@ def test_a_serial_pass_loads_each_snapshot_when_it_scans_its_folder(
     monkeypatch.setattr(Store, "scan_since", scanning)
     assert len(_scans(store, stamps)) == 5  # (four agent folders and global/, which has none)
     assert held == [0, 1]
+
+
+def test_the_worker_is_not_kept_off_by_the_load_average_but_by_one_core(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 1-minute average counts work that ended a while ago; the worker, at the lowest
+    priority, takes only CPU nothing else wants. One core, or MEMCLI_JOBS=1: no worker."""
+    from memcli.consolidate import parallel
+
+    monkeypatch.delenv("MEMCLI_JOBS", raising=False)
+    monkeypatch.setattr(since, "_idle_core", lambda: True)
+    monkeypatch.setattr(parallel, "busy_cores", lambda: 7)  # a machine busy until a moment ago
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    assert parallel.jobs() == 1 and since.Worker.wanted()
+    monkeypatch.setattr(parallel, "cores", lambda: 1)
+    assert not since.Worker.wanted()
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setenv("MEMCLI_JOBS", "1")
+    assert not since.Worker.wanted()
+
+
+def test_the_worker_runs_at_the_lowest_priority(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its body first lowers its own priority (SCHED_IDLE where there is one): seen from
+    the scan it runs, in the worker."""
+    _store_after_a_run(store)
+    s = Store(store)
+    folders = s.memory_folders()
+    snaps = [lastrun.load_lastrun(f.cache()) for f in folders]
+    monkeypatch.setattr(since, "SHARE_FROM", 0)
+    read, write = os.pipe()
+
+    def scan(p: int) -> Any:
+        policy = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else -1
+        os.write(write, f"{policy} {os.nice(0)}\n".encode())
+        raise RuntimeError("only looked")  # (the worker ends; nothing reported)
+
+    worker = since.Worker.start(folders, snaps, _held_stamps(s), scan)
+    os.close(write)
+    assert worker is not None
+    try:
+        line = os.read(read, 100).decode().split("\n")[0]
+    finally:
+        os.close(read)
+        worker.stop()
+    policy, niceness = map(int, line.split())
+    assert policy == getattr(os, "SCHED_IDLE", -2) or niceness == 19
+    assert os.sched_getscheduler(0) != getattr(os, "SCHED_IDLE", -2)  # (this process: unchanged)
