@@ -48,11 +48,17 @@ def jobs() -> int:
             return max(1, min(int(wanted), MAX_JOBS * 4))
         except ValueError:
             pass  # (not a number: the default, as for an unset variable)
+    return max(1, min(cores() - busy_cores(), MAX_JOBS))
+
+
+def cores() -> int:
+    """The cores this process may run on (1 where processes cannot be forked)."""
+    if not hasattr(os, "fork"):
+        return 1
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(cores - busy_cores(), MAX_JOBS))
+        return os.cpu_count() or 1
 
 
 def busy_cores() -> int:

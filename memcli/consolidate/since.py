@@ -4,6 +4,7 @@ found from the last-run snapshot and the signature cache before any memory file 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import signal
@@ -22,6 +23,11 @@ from memcli.store.store import Folder, FolderScan, Stamp, Store
 # a session_end pass shares its scans with a forked worker (`Worker`): below it, the fork and
 # the worker's report cost about what they would save.
 SHARE_FROM = 6_000
+# Rows of a changed folder the worker stats at least, when it takes a part of one (`_split`),
+# and how many it reports at a time (a line, under PIPE_BUF bytes however many differ): the pass
+# stats the part from its last row back meanwhile, a chunk at a time, until they meet.
+PART_MIN = 500
+PART_CHUNK = 512
 
 
 def stamps(saved: Any) -> dict[str, Stamp]:
@@ -44,13 +50,21 @@ def scans(store: Store, folders: list[Folder], stamps: dict[str, Stamp]) -> Iter
     def scan(p: int) -> FolderScan:
         folder = folders[p]
         snap = loaded.pop(p) if p in loaded else lastrun.load_lastrun(folder.cache())
-        return (store.scan(folder, load=False) if snap is None
-                else store.scan_since(folder, snap, stamps.get(folder.rel)))
+        if snap is None:
+            return store.scan(folder, load=False)
+        tail = None
+        if worker is not None and p in worker.parts:  # its last rows stat'ed by the worker meanwhile
+            tail = (worker.parts[p], functools.partial(worker.part, p))
+        return store.scan_since(folder, snap, stamps.get(folder.rel), tail)
 
-    worker = None
+    def stat_rows(p: int, first: int, end: int) -> list[int] | None:  # (the worker's part of a folder)
+        snap = loaded.get(p)
+        return None if snap is None else store.stat_rows(folders[p], snap, first, end)
+
+    worker: Worker | None = None
     if Worker.wanted():
         loaded.update((p, lastrun.load_lastrun(folder.cache())) for p, folder in enumerate(folders))
-        worker = Worker.start(folders, [loaded[p] for p in range(len(folders))], stamps, scan)
+        worker = Worker.start(folders, [loaded[p] for p in range(len(folders))], stamps, scan, stat_rows)
     if worker is None:
         yield from map(scan, range(len(folders)))
         return
@@ -93,25 +107,40 @@ class Worker:
     from the worker's last folder back; a worker that is slow, stuck or gone only costs the
     scans it did not report. The scans are those of a serial pass."""
 
-    def __init__(self, pid: int, fd: int, share: set[int]) -> None:
+    def __init__(self, pid: int, fd: int, share: set[int], parts: dict[int, int] | None = None) -> None:
         self.pid, self.fd, self.share = pid, fd, share
+        self.parts = parts or {}  # folders this process scans, of which the worker stats the rows from
         self.reports: dict[int, tuple[int, Stamp | None] | None] = {}  # None: not unchanged
+        # a part's rows reported so far: (the end of those stat'ed from its first, the rows among
+        # them that differ); None: some doubt (a file gone, not a plain one): none of it taken
+        self.rows: dict[int, tuple[int, list[int]] | None] = {
+            p: (first, []) for p, first in self.parts.items()}
         self._partial = b""
 
     @staticmethod
     def wanted() -> bool:
-        """Whether a worker may be started now: a second core (`parallel.jobs`), idle at this
-        moment too unless `MEMCLI_JOBS` asks for it, and no thread in this process."""
+        """Whether a worker may be started now: a second core this process may run on, idle
+        at this moment (`_idle_core`) unless `MEMCLI_JOBS` asks for it, and no thread in this
+        process. Not the 1-minute load average (`parallel.jobs` without `MEMCLI_JOBS`): the
+        worker runs at the lowest priority (`_lowest_priority`), so beside other work it takes
+        only the CPU they leave and does not compete with this process; and the average still
+        counts work that ended a while ago (a session that just ended, a run before the pass:
+        the worker was kept off with both cores idle)."""
         from memcli.consolidate import parallel
 
         forced = os.environ.get(parallel.JOBS_ENV, "").strip()  # (MEMCLI_JOBS=N: whatever the load)
-        return parallel.jobs() >= 2 and parallel.may_fork() and bool(forced or _idle_core())
+        if forced:
+            return parallel.jobs() >= 2 and parallel.may_fork()
+        return parallel.cores() >= 2 and parallel.may_fork() and _idle_core()
 
     @classmethod
     def start(cls, folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp],
-              scan: Callable[[int], FolderScan]) -> Worker | None:
-        share = _split(folders, snaps, stamps)
-        if not share:
+              scan: Callable[[int], FolderScan],
+              stat_rows: Callable[[int, int, int], list[int] | None] | None = None) -> Worker | None:
+        share, parts = _split(folders, snaps, stamps)
+        if stat_rows is None:
+            parts = {}
+        if not share and not parts:
             return None
         from memcli.consolidate import parallel
 
@@ -121,6 +150,17 @@ class Worker:
             return None
 
         def body() -> None:
+            _lowest_priority()
+            for p, first in parts.items():  # first: this process needs them soonest
+                assert stat_rows is not None
+                count = len(snaps[p].names)  # type: ignore[union-attr]
+                for start in range(first, count, PART_CHUNK):  # a line a chunk (under PIPE_BUF bytes)
+                    end = min(start + PART_CHUNK, count)
+                    rows = stat_rows(p, start, end)
+                    line = " ".join(map(str, [p, "rows", start, end, *(["-"] if rows is None else rows)]))
+                    os.write(write, f"{line}\n".encode())
+                    if rows is None:
+                        break
             for p in share:  # a line a folder (under PIPE_BUF bytes: written whole)
                 result = scan(p)
                 if not _quiet(result):
@@ -136,7 +176,14 @@ class Worker:
         if pid is None:
             os.close(read)
             return None
-        return cls(pid, read, set(share))
+        return cls(pid, read, set(share), parts)
+
+    def part(self, p: int) -> tuple[int, list[int]] | None:
+        """What the worker has reported of folder p's part by now (never waited for): the
+        end of the rows it stat'ed from the part's first, and those of them that differ from
+        their files; None once it found a doubt (the caller stats the part itself)."""
+        self.poll()
+        return self.rows.get(p)
 
     def poll(self) -> bool:
         """Take in what the worker has reported so far, without waiting; False once it has
@@ -150,7 +197,15 @@ class Worker:
                     self.stop()
                     return False
                 *lines, self._partial = (self._partial + chunk).split(b"\n")
-                self.reports.update(map(_report, lines))
+                for line in lines:
+                    if b" rows" in line:
+                        p, start, end, rows = _rows_report(line)
+                        done = self.rows.get(p)
+                        if done is not None and start == done[0]:  # (chunks in order, from the first)
+                            self.rows[p] = None if rows is None else (end, done[1] + rows)
+                    else:
+                        p, found = _report(line)
+                        self.reports[p] = found
         except OSError:
             self.stop()
             return False
@@ -167,6 +222,20 @@ class Worker:
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
+
+
+def _lowest_priority() -> None:
+    """(The worker.) Run only on CPU nothing else wants: `SCHED_IDLE` where there is one (a
+    task of any other priority runs first), else the highest niceness. A worker beside other
+    work would otherwise take a share of this pass's own core; starved, it costs the pass
+    only the folders it does not report (scanned by the pass itself)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return
+    except (AttributeError, OSError):
+        pass
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(19)
 
 
 def _idle_core(loadavg: str = "/proc/loadavg") -> bool:
@@ -186,14 +255,18 @@ def _idle_core(loadavg: str = "/proc/loadavg") -> bool:
     return runnable <= cores
 
 
-def _split(folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp]) -> list[int]:
+def _split(folders: list[Folder], snaps: list[Snapshot | None],
+           stamps: dict[str, Stamp]) -> tuple[list[int], dict[int, int]]:
     """The folders a worker scans (positions): some of those that look unchanged, so that it
     has about as many files to stat as this process has work. A folder looks changed where a
     file came or went since its snapshot (its mtime moved: neither its listing stamp holds nor
     is it older than the snapshot); this process scans it, lists it, reads and plans what
     changed: counted as twice its files. A guess only: the worker scans its folders whole and
-    reports only those it found unchanged. None when the pass is too small to share."""
-    mine, unmoved = 0, []
+    reports only those it found unchanged. Where this process has more work all the same (a
+    session's folder larger than every other folder together: the mix's `agent/agent0`),
+    the worker also stats the last rows of its largest changed folder (the part: folder ->
+    first row), so that each has about as much. Nothing when the pass is too small to share."""
+    mine, unmoved, moved = 0, [], []
     for p, (folder, snap) in enumerate(zip(folders, snaps, strict=True)):
         if snap is None:
             continue  # (scanned here: its scan reads and compares the index)
@@ -205,9 +278,10 @@ def _split(folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str
             unmoved.append(p)
         else:
             mine += 2 * len(snap.names)
+            moved.append(p)
     rows = {p: len(snaps[p].names) for p in unmoved}  # type: ignore[union-attr]
     if mine + sum(rows.values()) < SHARE_FROM:
-        return []
+        return [], {}
     theirs = 0
     share: list[int] = []
     for p in sorted(unmoved, key=lambda p: (-rows[p], p)):  # the largest first, to the one with less
@@ -216,7 +290,24 @@ def _split(folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str
             share.append(p)
         else:
             mine += rows[p]
-    return sorted(share)
+    parts: dict[int, int] = {}
+    if moved and mine - theirs >= 2 * PART_MIN:  # each row of a part: one less here, one more there
+        largest = max(moved, key=lambda p: (len(snaps[p].names), -p))  # type: ignore[union-attr]
+        count = len(snaps[largest].names)  # type: ignore[union-attr]
+        parts[largest] = count - min((mine - theirs) // 2, count)
+    return sorted(share), parts
+
+
+def _rows_report(line: bytes) -> tuple[int, int, int, list[int] | None]:
+    """A line reporting a chunk of a part: (position, its first row, its end, the rows among
+    them that differ, or None: some doubt). A line that does not read as one: position -1."""
+    try:
+        p, word, start, end, *rest = line.decode("ascii").split(" ")
+        if word != "rows":
+            return -1, 0, 0, None
+        return int(p), int(start), int(end), None if rest == ["-"] else [int(r) for r in rest]
+    except ValueError:
+        return -1, 0, 0, None
 
 
 def _report(line: bytes) -> tuple[int, tuple[int, Stamp | None] | None]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import stat as statmod
 import time
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ from memcli.store.lastrun import Snapshot
 from memcli.store.model import Memory
 from memcli.store.reading import MAX_FILE_BYTES, FileReading, Folder, Problem
 
+CHUNK_BACK = 256  # rows of a worker's part `scan_since` stats at a time, from the last back
 STAMP_AGE_NS = 1_000_000_000  # see _names_since: well over any file system's timestamp tick
 Stamp = tuple[int, int]  # (a folder's mtime, its last-run snapshot's mtime): see _names_since
 _UNREADABLE_FOLDER = "folder cannot be read (permission denied); skipped, nothing in it is touched"
@@ -125,13 +128,19 @@ class FolderScanning(FileReading):
                 memories[mem.id] = mem
         return FolderScan(folder, [], memories, problems, None, False, lastrun.run_hashes(), len(memories))
 
-    def scan_since(self, folder: Folder, snap: lastrun.Snapshot, stamp: Stamp | None = None) -> FolderScan:
+    def scan_since(self, folder: Folder, snap: lastrun.Snapshot, stamp: Stamp | None = None,
+                   tail: tuple[int, Callable[[], tuple[int, list[int]] | None]] | None = None) -> FolderScan:
         """Like scan(load=False), but against the last-run snapshot instead of the index:
         a file whose size and mtime match its row is taken as the last run saw it, unread.
         Entries are made only for the files read again; the unchanged ones are the snapshot
         rows `kept`. A folder with no change returns only its file count (nothing to plan).
         `stamp` (see `_names_since`) may spare listing the folder; the scan's `stamp` is the
-        one to keep for the next pass."""
+        one to keep for the next pass. `tail`: where another process stats the snapshot's
+        last rows meanwhile (`memcli.consolidate.since.Worker`), (their first row, a call
+        giving how far it has come: the end of the rows it stat'ed from the first, and those
+        of them that differ from their file; or None, some doubt: a file gone, or not a plain
+        file). Asked once this scan has listed the folder and stat'ed the rows before; then
+        this scan stats the rest from the last back, a chunk at a time, until they meet."""
         problems: list[Problem] = []
         if self._unreadable(folder, problems):
             return FolderScan(folder, [], {}, problems, None, False, file_count=0, unreadable=True)
@@ -140,12 +149,42 @@ class FolderScanning(FileReading):
             return self._scan_since_listed(folder, snap, names, stamp)
         # files came, none went (a session wrote memories): the snapshot's names stat'ed as
         # they are (bytes, in row order), not merged with the new ones and sorted first
-        stats = self._stat_all(folder, snap.names, problems, snap.name_bytes())
+        raw = snap.name_bytes()
+        count = len(snap.names)
+        cut = count if tail is None else max(0, min(tail[0], count))
+        stats = self._stat_all(folder, snap.names[:cut], problems, None if raw is None else raw[:cut])
+        rows = differ_rows(snap, 0, stats) if not problems else []
+        # the tail: the worker's from its first row on, this scan's from the last back, a chunk
+        # at a time, until they meet (or all here once the worker reports a doubt)
+        low, back = count, list[list[os.stat_result | None]]()
+        while low > cut and not problems:
+            done = tail[1]() if tail is not None else None
+            if done is not None and done[0] >= low:
+                rows += [r for r in done[1] if r < low]
+                break
+            start = max(cut, low - CHUNK_BACK) if done is not None else cut
+            back.append(self._stat_all(folder, snap.names[start:low], problems,
+                                       None if raw is None else raw[start:low]))
+            rows += differ_rows(snap, start, back[-1])
+            low = start
+        mine = snap.names[:cut] + snap.names[low:]
+        stats += [st for chunk in reversed(back) for st in chunk]
         stats += self._stat_all(folder, added, problems)
         if problems:  # (its problems in the order of the names, as one `_stat_all` gives them)
             return self._scan_since_listed(folder, snap, names, stamp)
-        differ = sorted(added + _differ_in_place(snap.names, stats[:len(snap.names)], snap))
-        return self._since_stats(folder, snap, snap.names + added, stats, differ, set(), problems, stamp)
+        differ = sorted(added + [snap.names[r] for r in rows])
+        return self._since_stats(folder, snap, mine + added, stats, differ, set(), problems, stamp)
+
+    def stat_rows(self, folder: Folder, snap: lastrun.Snapshot, first: int, end: int) -> list[int] | None:
+        """The snapshot rows `first` to `end` whose file differs from the row (`differ_rows`),
+        or None when one is gone or not a plain file (left to a whole scan: its problems)."""
+        raw = snap.name_bytes()
+        problems: list[Problem] = []
+        stats = self._stat_all(folder, snap.names[first:end], problems,
+                               None if raw is None else raw[first:end])
+        if problems or None in stats:
+            return None
+        return differ_rows(snap, first, stats)
 
     def _scan_since_listed(self, folder: Folder, snap: lastrun.Snapshot, names: list[str],
                            stamp: Stamp | None) -> FolderScan:
@@ -284,6 +323,24 @@ class FolderScanning(FileReading):
                 problems.append(Problem(self.rel(folder.path / name),
                                         "listed in the index but the file is gone; entry dropped",
                                         "index_gone", "warning"))
+
+
+def differ_rows(snap: Snapshot, first: int, stats: list[os.stat_result | None]) -> list[int]:
+    """The rows from `first` on (one a stat, in order) whose stat is not their row's: gone,
+    or another size or mtime, or not older than the snapshot (`Snapshot.trusted`). Compared
+    as arrays first (in C): rows nobody touched cost no per-file Python."""
+    end = first + len(stats)
+    if None not in stats:
+        mtimes = [st.st_mtime_ns for st in stats]  # type: ignore[union-attr]
+        try:
+            same = (array(snap.sizes.typecode, [st.st_size for st in stats]) == snap.sizes[first:end]  # type: ignore[union-attr]
+                    and array(snap.mtimes.typecode, mtimes) == snap.mtimes[first:end])
+        except OverflowError:  # a value the snapshot's columns cannot hold: not the row's
+            same = False
+        if same and (not mtimes or max(mtimes) < snap.written_ns):
+            return []
+    return [first + n for n, st in enumerate(stats)
+            if st is None or not snap.trusted(first + n, st.st_size, st.st_mtime_ns)]
 
 
 def _rows_but(snap: Snapshot, names: set[str]) -> list[int]:

@@ -297,13 +297,13 @@ def test_no_worker_for_a_small_pass_or_when_every_folder_looks_changed(
     folders = s.memory_folders()
     snaps = [lastrun.load_lastrun(f.cache()) for f in folders]
     stamps = _held_stamps(s)
-    assert since._split(folders, snaps, stamps) == []  # 12 files: below SHARE_FROM
+    assert since._split(folders, snaps, stamps) == ([], {})  # 12 files: below SHARE_FROM
     monkeypatch.setattr(since, "SHARE_FROM", 0)
-    assert since._split(folders, snaps, stamps)
+    assert since._split(folders, snaps, stamps)[0]
     for folder in folders:  # a file came into every folder since the run
         if folder.scope == "agent":
             add(store, scope_id=folder.scope_id)
-    assert since._split(folders, snaps, stamps) == []
+    assert since._split(folders, snaps, stamps) == ([], {})  # (too few rows for a part)
 
 
 def test_the_split_gives_the_worker_unmoved_folders_up_to_this_processs_share(
@@ -317,11 +317,11 @@ def test_the_split_gives_the_worker_unmoved_folders_up_to_this_processs_share(
     rels = [f.rel for f in folders]
     add(store, scope_id="a0")  # moved: 2 files, counted as 4, here
     # the largest unmoved first (ties: in order), each to the one with less so far
-    assert [rels[p] for p in since._split(folders, snaps, stamps)] == ["agent/a1", "agent/a2", "agent/a3"]
+    assert [rels[p] for p in since._split(folders, snaps, stamps)[0]] == ["agent/a1", "agent/a2", "agent/a3"]
     add(store, scope_id="a0")
     add(store, scope_id="a0")  # 4 files, counted as 8
     add(store, scope_id="a3")  # moved too
-    assert [rels[p] for p in since._split(folders, snaps, stamps)] == ["agent/a1", "agent/a2"]
+    assert [rels[p] for p in since._split(folders, snaps, stamps)[0]] == ["agent/a1", "agent/a2"]
 
 
 def test_a_workers_report_is_read_a_line_at_a_time() -> None:
@@ -354,7 +354,7 @@ def test_the_worker_is_not_waited_for_its_folders_not_reported_are_scanned_here_
     assert _scans(store, stamps) == serial
     s = Store(store)
     folders = s.memory_folders()
-    share = since._split(folders, [lastrun.load_lastrun(f.cache()) for f in folders], stamps)
+    share = since._split(folders, [lastrun.load_lastrun(f.cache()) for f in folders], stamps)[0]
     mine = [f.rel for p, f in enumerate(folders) if p not in share and f.rel != "global"]
     assert len(share) == 2 and len(mine) == 2  # (the folders alike: every other one the worker's)
     # its own folders, then the worker's from its last (global/ has no snapshot: scan_since never)
@@ -379,7 +379,7 @@ def test_a_worker_only_beside_an_idle_core_unless_asked_for(tmp_path: Path, stor
     snaps = [lastrun.load_lastrun(f.cache()) for f in folders]
     monkeypatch.setattr(since, "SHARE_FROM", 0)
     monkeypatch.setattr(since, "_idle_core", lambda: False)
-    monkeypatch.setattr("memcli.consolidate.parallel.jobs", lambda: 2)
+    monkeypatch.setattr("memcli.consolidate.parallel.cores", lambda: 2)
     monkeypatch.delenv("MEMCLI_JOBS", raising=False)
     assert not since.Worker.wanted()
     monkeypatch.setenv("MEMCLI_JOBS", "2")  # asked for: whatever the load
@@ -412,3 +412,99 @@ def test_a_serial_pass_loads_each_snapshot_when_it_scans_its_folder(
     monkeypatch.setattr(Store, "scan_since", scanning)
     assert len(_scans(store, stamps)) == 5  # (four agent folders and global/, which has none)
     assert held == [0, 1]
+
+
+def test_the_worker_is_not_kept_off_by_the_load_average_but_by_one_core(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 1-minute average counts work that ended a while ago; the worker, at the lowest
+    priority, takes only CPU nothing else wants. One core, or MEMCLI_JOBS=1: no worker."""
+    from memcli.consolidate import parallel
+
+    monkeypatch.delenv("MEMCLI_JOBS", raising=False)
+    monkeypatch.setattr(since, "_idle_core", lambda: True)
+    monkeypatch.setattr(parallel, "busy_cores", lambda: 7)  # a machine busy until a moment ago
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    assert parallel.jobs() == 1 and since.Worker.wanted()
+    monkeypatch.setattr(parallel, "cores", lambda: 1)
+    assert not since.Worker.wanted()
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setenv("MEMCLI_JOBS", "1")
+    assert not since.Worker.wanted()
+
+
+def test_the_worker_runs_at_the_lowest_priority(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its body first lowers its own priority (SCHED_IDLE where there is one): seen from
+    the scan it runs, in the worker."""
+    _store_after_a_run(store)
+    s = Store(store)
+    folders = s.memory_folders()
+    snaps = [lastrun.load_lastrun(f.cache()) for f in folders]
+    monkeypatch.setattr(since, "SHARE_FROM", 0)
+    read, write = os.pipe()
+
+    def scan(p: int) -> Any:
+        policy = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else -1
+        os.write(write, f"{policy} {os.nice(0)}\n".encode())
+        raise RuntimeError("only looked")  # (the worker ends; nothing reported)
+
+    worker = since.Worker.start(folders, snaps, _held_stamps(s), scan)
+    os.close(write)
+    assert worker is not None
+    try:
+        line = os.read(read, 100).decode().split("\n")[0]
+    finally:
+        os.close(read)
+        worker.stop()
+    policy, niceness = map(int, line.split())
+    assert policy == getattr(os, "SCHED_IDLE", -2) or niceness == 19
+    assert os.sched_getscheduler(0) != getattr(os, "SCHED_IDLE", -2)  # (this process: unchanged)
+
+
+def test_a_worker_stats_a_part_of_the_changed_folder_and_the_scans_are_a_serial_passs(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's folder larger than the rest together (the mix's agent0): the worker stats
+    its last rows, a chunk a line, and the pass takes them where they meet its own."""
+    _store_after_a_run(store, folders=2, each=2)
+    for _ in range(8):
+        add(store, scope_id="a0")
+    engine.consolidate(Store(store))
+    s = Store(store)
+    stamps = {f.rel: (os.stat(f.path).st_mtime_ns, snap.written_ns) for f in s.memory_folders()
+              if (snap := lastrun.load_lastrun(f.cache())) is not None}
+    a0 = next(f for f in s.memory_folders() if f.rel == "agent/a0")
+    names = sorted(p.name for p in a0.path.glob("mem_*"))
+    assert len(names) == 10
+    for name in (names[2], names[8]):  # edited in place: one in the pass's rows, one in the worker's
+        (a0.path / name).write_bytes((a0.path / name).read_bytes().replace(b'"summary": "', b'"summary": "e, '))
+    add(store, scope_id="a0")
+    monkeypatch.setenv("MEMCLI_JOBS", "1")
+    serial = _scans(store, stamps)
+    started = _forks(monkeypatch)
+    monkeypatch.setattr(since, "PART_MIN", 1)
+    monkeypatch.setattr(since, "PART_CHUNK", 2)
+    folders = Store(store).memory_folders()
+    share, parts = since._split(folders, [lastrun.load_lastrun(f.cache()) for f in folders], stamps)
+    assert list(parts) == [0] and 0 < parts[0] < 10  # a0: the worker's from that row on
+    seen: list[tuple[int, list[int]] | None] = []
+    part = since.Worker.part
+
+    def whole_part(self: since.Worker, p: int) -> tuple[int, list[int]] | None:
+        while self.poll() and (self.rows.get(p) or (10, []))[0] < 10:  # (this test waits for it all)
+            select.select([self.fd], [], [], 5)
+        seen.append(part(self, p))
+        return seen[-1]
+
+    monkeypatch.setattr(since.Worker, "part", whole_part)
+    assert _scans(store, stamps) == serial
+    assert len(started) == 1 and started[0] is not None
+    assert seen and seen[0] is not None and seen[0][0] == 10  # every row of its part reported
+    assert seen[0][1] == [r for r in (2, 8) if r >= parts[0]]  # the rows edited, of its part
+    assert {names[2], names[8]} < set(serial[0][4]) and len(serial[0][4]) == 3  # (and the new file)
+
+
+def test_a_part_report_is_read_a_line_at_a_time() -> None:
+    assert since._rows_report(b"0 rows 512 1024 513 700") == (0, 512, 1024, [513, 700])
+    assert since._rows_report(b"2 rows 0 512") == (2, 0, 512, [])
+    assert since._rows_report(b"2 rows 0 512 -") == (2, 0, 512, None)
+    for garbled in (b"0 rows 1", b"x rows 0 1", b"0 rows 0 1 y", b"0 cols 0 1"):
+        assert since._rows_report(garbled)[0] == -1
