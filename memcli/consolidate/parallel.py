@@ -72,6 +72,34 @@ def busy_cores() -> int:
     return max(0, int(load - 1.0))  # (whole cores: the average lags, a part-time core still helps)
 
 
+def helper_now() -> bool:
+    """Whether one helper process may be started beside this one now (the session-end
+    worker, the cold dry run's helper): as `MEMCLI_JOBS` says when it is set (2 or more:
+    whatever the load), else when this process may run on a second core and one is idle at
+    this moment (`idle_core`). Not the 1-minute load average that `jobs` weighs: a pass of
+    a second or two runs beside what runs now, and the average still counts work that ended
+    up to a minute before (the command before it; the previous phase of a benchmark), which
+    kept helpers off with both cores idle. The caller also checks `may_fork`."""
+    if os.environ.get(JOBS_ENV, "").strip():
+        return jobs() >= 2
+    return cores() >= 2 and idle_core()
+
+
+def idle_core(loadavg: str = "/proc/loadavg") -> bool:
+    """Whether a core is likely idle now: no more tasks runnable this moment (this process
+    among them: the fourth field of /proc/loadavg) than the cores this process may run on.
+    (One task more than this process is allowed: on an idle machine a kernel thread or the
+    process reading a run's output is often runnable at that instant.) True where it cannot
+    be known."""
+    try:
+        with open(loadavg, "rb") as f:
+            runnable = int(f.read().split()[3].split(b"/")[0])
+        count = len(os.sched_getaffinity(0))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return True
+    return runnable <= count
+
+
 def may_fork() -> bool:
     """Whether this process may fork workers now: only one thread runs in it."""
     return threading.active_count() == 1

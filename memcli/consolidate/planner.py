@@ -131,7 +131,7 @@ class Planner(LaterRules):
 
         if self.opts.warm_caches or self.vectors is not None or not ahead.wanted():
             return None
-        if parallel.jobs() < 2 or not parallel.may_fork():
+        if not parallel.helper_now() or not parallel.may_fork():  # (an idle core now: see there)
             return None
         from memcli.store.index import INDEX_NAME
         from memcli.store.paircache import PAIRS_NAME

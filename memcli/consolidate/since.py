@@ -100,7 +100,7 @@ class Worker:
     A pass stats every live file (SPEC 1: a file is trusted while its size and mtime are its
     snapshot row's), and those system calls are about half of its CPU; threads cannot share
     them out (each call takes the interpreter's lock back, se12). So where a second core is
-    free (`parallel.jobs`), a fork of the planner scans folders that look unchanged, in
+    free (`parallel.helper_now`), a fork of the planner scans folders that look unchanged, in
     order, and reports each as it is done: unchanged (with its file count and listing stamp,
     all a pass keeps of such a folder), or not (the parent scans it itself). The parent never
     waits for it: a folder it needs and the worker has not reported yet, it scans itself,
@@ -119,19 +119,13 @@ class Worker:
 
     @staticmethod
     def wanted() -> bool:
-        """Whether a worker may be started now: a second core this process may run on, idle
-        at this moment (`_idle_core`) unless `MEMCLI_JOBS` asks for it, and no thread in this
-        process. Not the 1-minute load average (`parallel.jobs` without `MEMCLI_JOBS`): the
-        worker runs at the lowest priority (`_lowest_priority`), so beside other work it takes
-        only the CPU they leave and does not compete with this process; and the average still
-        counts work that ended a while ago (a session that just ended, a run before the pass:
-        the worker was kept off with both cores idle)."""
+        """Whether a worker may be started now (`parallel.helper_now`: a second core idle at
+        this moment, unless `MEMCLI_JOBS` says) and no thread runs in this process. The
+        worker runs at the lowest priority (`_lowest_priority`), so beside work that starts
+        meanwhile it takes only the CPU that work leaves."""
         from memcli.consolidate import parallel
 
-        forced = os.environ.get(parallel.JOBS_ENV, "").strip()  # (MEMCLI_JOBS=N: whatever the load)
-        if forced:
-            return parallel.jobs() >= 2 and parallel.may_fork()
-        return parallel.cores() >= 2 and parallel.may_fork() and _idle_core()
+        return parallel.helper_now() and parallel.may_fork()
 
     @classmethod
     def start(cls, folders: list[Folder], snaps: list[Snapshot | None], stamps: dict[str, Stamp],
@@ -236,23 +230,6 @@ def _lowest_priority() -> None:
         pass
     with contextlib.suppress(AttributeError, OSError):
         os.nice(19)
-
-
-def _idle_core(loadavg: str = "/proc/loadavg") -> bool:
-    """Whether a core is likely idle now: no more tasks runnable this moment (this process
-    among them: the fourth field of /proc/loadavg) than the cores this process may run on. A
-    pass lasts a fifth of a second, which the 1-minute load average (`parallel.jobs`) does not
-    see: a worker beside a busy machine's other work only competes with this process for its
-    core. (One task more than this process is allowed: on an idle machine a kernel thread or
-    the process reading the pass's output is often runnable at that instant.) True where it
-    cannot be known (the load average decides alone)."""
-    try:
-        with open(loadavg, "rb") as f:
-            runnable = int(f.read().split()[3].split(b"/")[0])
-        cores = len(os.sched_getaffinity(0))
-    except (OSError, ValueError, IndexError, AttributeError):
-        return True
-    return runnable <= cores
 
 
 def _split(folders: list[Folder], snaps: list[Snapshot | None],

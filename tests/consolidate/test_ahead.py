@@ -266,6 +266,24 @@ def test_no_helper_for_a_folder_with_no_index(tmp_path: Path, helped: dict[str, 
     assert helped["started"] == 1 and seen and "agent/agent0" not in seen[0] and len(seen[0]) == 3
 
 
+def test_the_helper_goes_by_an_idle_core_now_not_the_load_average(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helped: dict[str, int]) -> None:
+    """A cold dry run lasts a second or two: the 1-minute average (work that ended a while
+    ago, as the command before it) does not keep its helper off; a busy moment does."""
+    root = tmp_path / "s"
+    generate.generate(root, 600, shape="huge", dup_share=0.08)
+    (root / "memcli.toml").write_text("[consolidation]\nindex_pause_ms = 0\nmax_per_run = 0\n")
+    memories.reindex(Store(root))
+    monkeypatch.delenv(parallel.JOBS_ENV)
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.0, 7.0, 7.0))
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_core", lambda: False)  # both cores taken right now
+    serial = _plan(root)
+    assert helped["started"] == 0
+    monkeypatch.setattr(parallel, "idle_core", lambda: True)  # idle now, busy until a moment ago
+    assert _plan(root) == serial and helped["started"] == 1
+
+
 def test_the_planners_failure_stops_the_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                helped: dict[str, int]) -> None:
     root = _store(tmp_path, 600)

@@ -59,6 +59,43 @@ def _all_reaped(pids: list[int]) -> bool:
 # ---------------------------------------------------------------- the switch and the split
 
 
+def test_an_idle_core_is_one_no_other_task_wants_at_this_moment(tmp_path: Path) -> None:
+    cores = len(os.sched_getaffinity(0))
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"0.50 0.40 0.30 {cores + 1}/200 12345\n")
+    assert not parallel.idle_core(str(loadavg))  # more runnable than cores: none idle
+    loadavg.write_text(f"0.50 0.40 0.30 {cores}/200 12345\n")
+    assert parallel.idle_core(str(loadavg))  # (this process, and one more at that instant)
+    loadavg.write_text("7.50 7.40 7.30 1/200 12345\n")
+    assert parallel.idle_core(str(loadavg))  # busy until a minute ago: idle now
+    for unreadable in ("", "0.5 0.4", "0.5 0.4 0.3 x/2 1"):
+        loadavg.write_text(unreadable)
+        assert parallel.idle_core(str(loadavg))  # (not known)
+    assert parallel.idle_core(str(tmp_path / "missing"))
+
+
+def test_a_helper_now_goes_by_the_setting_else_the_cores_and_this_moment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the 1-minute load average, which counts work that ended a while ago."""
+    monkeypatch.delenv(parallel.JOBS_ENV, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.0, 0.0, 0.0))  # busy until a moment ago
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_core", lambda: True)
+    assert parallel.jobs() == 1 and parallel.helper_now()
+    monkeypatch.setattr(parallel, "idle_core", lambda: False)  # both cores taken right now
+    assert not parallel.helper_now()
+    monkeypatch.setattr(parallel, "idle_core", lambda: True)
+    monkeypatch.setattr(parallel, "cores", lambda: 1)
+    assert not parallel.helper_now()
+    monkeypatch.setenv(parallel.JOBS_ENV, "2")  # asked for: whatever the load and the moment
+    monkeypatch.setattr(parallel, "idle_core", lambda: False)
+    assert parallel.helper_now()
+    monkeypatch.setenv(parallel.JOBS_ENV, "1")
+    monkeypatch.setattr(parallel, "idle_core", lambda: True)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    assert not parallel.helper_now()
+
+
 def test_jobs_follow_the_setting_the_cores_and_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (1.2, 0.0, 0.0))  # this run alone

@@ -361,24 +361,14 @@ def test_the_worker_is_not_waited_for_its_folders_not_reported_are_scanned_here_
     assert order == mine + [folders[p].rel for p in share[::-1]]
 
 
-def test_a_worker_only_beside_an_idle_core_unless_asked_for(tmp_path: Path, store: Path,
+def test_a_worker_only_beside_an_idle_core_unless_asked_for(store: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    cores = len(os.sched_getaffinity(0))
-    loadavg = tmp_path / "loadavg"
-    loadavg.write_text(f"0.50 0.40 0.30 {cores + 1}/200 12345\n")
-    assert not since._idle_core(str(loadavg))  # more runnable than cores: none idle
-    loadavg.write_text(f"0.50 0.40 0.30 {cores}/200 12345\n")
-    assert since._idle_core(str(loadavg))  # (this process, and one more at that instant)
-    for unreadable in ("", "0.5 0.4", "0.5 0.4 0.3 x/2 1"):
-        loadavg.write_text(unreadable)
-        assert since._idle_core(str(loadavg))  # (not known: the load average decides)
-    assert since._idle_core(str(tmp_path / "missing"))
     _store_after_a_run(store)
     s = Store(store)
     folders = s.memory_folders()
     snaps = [lastrun.load_lastrun(f.cache()) for f in folders]
     monkeypatch.setattr(since, "SHARE_FROM", 0)
-    monkeypatch.setattr(since, "_idle_core", lambda: False)
+    monkeypatch.setattr("memcli.consolidate.parallel.idle_core", lambda: False)
     monkeypatch.setattr("memcli.consolidate.parallel.cores", lambda: 2)
     monkeypatch.delenv("MEMCLI_JOBS", raising=False)
     assert not since.Worker.wanted()
@@ -421,7 +411,7 @@ def test_the_worker_is_not_kept_off_by_the_load_average_but_by_one_core(
     from memcli.consolidate import parallel
 
     monkeypatch.delenv("MEMCLI_JOBS", raising=False)
-    monkeypatch.setattr(since, "_idle_core", lambda: True)
+    monkeypatch.setattr(parallel, "idle_core", lambda: True)
     monkeypatch.setattr(parallel, "busy_cores", lambda: 7)  # a machine busy until a moment ago
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     assert parallel.jobs() == 1 and since.Worker.wanted()
