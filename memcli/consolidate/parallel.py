@@ -94,10 +94,9 @@ def idle_core(loadavg: str = "/proc/loadavg") -> bool:
     try:
         with open(loadavg, "rb") as f:
             runnable = int(f.read().split()[3].split(b"/")[0])
-        count = len(os.sched_getaffinity(0))
-    except (OSError, ValueError, IndexError, AttributeError):
+    except (OSError, ValueError, IndexError):
         return True
-    return runnable <= count
+    return runnable <= cores()
 
 
 def may_fork() -> bool:
