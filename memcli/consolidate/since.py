@@ -24,7 +24,7 @@ from memcli.store.store import Folder, FolderScan, Stamp, Store
 # the worker's report cost about what they would save.
 SHARE_FROM = 6_000
 # Rows of a changed folder the worker stats at least, when it takes a part of one (`_split`),
-# and how many it reports at a time (a line, under PIPE_BUF bytes however many differ): the pass
+# and how many it reports at a time (a line; the pass joins lines that come in pieces): the pass
 # stats the part from its last row back meanwhile, a chunk at a time, until they meet.
 PART_MIN = 500
 PART_CHUNK = 512
@@ -148,7 +148,7 @@ class Worker:
             for p, first in parts.items():  # first: this process needs them soonest
                 assert stat_rows is not None
                 count = len(snaps[p].names)  # type: ignore[union-attr]
-                for start in range(first, count, PART_CHUNK):  # a line a chunk (under PIPE_BUF bytes)
+                for start in range(first, count, PART_CHUNK):  # a line a chunk (one writer: whole lines)
                     end = min(start + PART_CHUNK, count)
                     rows = stat_rows(p, start, end)
                     line = " ".join(map(str, [p, "rows", start, end, *(["-"] if rows is None else rows)]))
