@@ -127,17 +127,30 @@ class SigCache:
 def load_sigs(folder: Path) -> SigCache:
     """The folder's signature cache; empty when the cache is missing or unreadable."""
     try:
-        raw = fsops.read_bytes(folder / SIG_NAME)
+        head, body = _read_split(folder / SIG_NAME, len(_SIG_MAGIC) + 2)
     except OSError:
         return SigCache()
-    if not raw.startswith(_SIG_MAGIC) or len(raw) < len(_SIG_MAGIC) + 2:
+    if not head.startswith(_SIG_MAGIC) or len(head) < len(_SIG_MAGIC) + 2:
         return SigCache()
-    width = int.from_bytes(raw[5:7], "little")
+    width = int.from_bytes(head[5:7], "little")
     if width == 0:
         return SigCache()
-    body = raw[7:]
     whole = len(body) - len(body) % (32 + width)  # an append cut short by a crash leaves a torn last row
     return SigCache(body[:whole] if whole != len(body) else body, width)
+
+
+def _read_split(path: Path, size: int) -> tuple[bytes, bytes]:
+    """The file's first `size` bytes and the rest, read apart (as `fsops.read_bytes` opens
+    a file): the rows are not copied out of the whole file's bytes, a few MB for a large
+    folder, which a session_end pass loads to look up a few hundred rows."""
+    fd = fsops.open_regular(path)
+    try:
+        head, parts, rest = os.read(fd, size), [], max(os.fstat(fd).st_size - size + 1, 1 << 16)
+        while chunk := os.read(fd, rest):
+            parts.append(chunk)
+        return head, b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def save_sigs(folder: Path, sigs: dict[str, bytes]) -> None:

@@ -3,6 +3,7 @@ array and by binary search that give what the dict of every row gives."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from memcli.store import sigcache
@@ -20,6 +21,25 @@ def test_signature_appends_survive_a_torn_last_row(tmp_path: Path) -> None:
                                          "cc" * 32: b"\7\7" * 4}
     sigcache.add_sigs(tmp_path, {"dd" * 32: b"\5\6" * 8})  # another width: the cache is rewritten
     assert sigcache.load_sigs(tmp_path).loaded() == {"dd" * 32: b"\5\6" * 8}
+
+
+def test_a_cache_that_is_not_one_loads_empty(tmp_path: Path) -> None:
+    """Anything but a cache of ours (cut short in its header, another magic, a width of 0, a
+    FIFO, a link) loads as no cache: the run signs again, it never fails or waits."""
+    path = tmp_path / sigcache.SIG_NAME
+    good = b"MCSG2" + (8).to_bytes(2, "little") + b"\xaa" * 32 + b"\1" * 8
+    for raw in (b"", b"MCS", b"MCSG2\x08", b"MCSG1" + good[5:], b"MCSG2\0\0" + good[7:]):
+        path.write_bytes(raw)
+        assert sigcache.load_sigs(tmp_path).loaded() == {}, raw
+    path.write_bytes(good)
+    assert sigcache.load_sigs(tmp_path).loaded() == {"aa" * 32: b"\1" * 8}
+    path.unlink()
+    os.mkfifo(path)
+    assert sigcache.load_sigs(tmp_path).loaded() == {}
+    path.unlink()
+    (tmp_path / "elsewhere").write_bytes(good)
+    path.symlink_to(tmp_path / "elsewhere")
+    assert sigcache.load_sigs(tmp_path).loaded() == {}
 
 
 def test_raw_many_is_raw_of_each(tmp_path: Path) -> None:
