@@ -268,10 +268,13 @@ def run_phase(phase: str, store: Path) -> JsonDict:
     return result
 
 
-def run_rounds(phase: str, store: Path, before: Callable[[int], Any] | None = None) -> JsonDict:
-    """A cheap phase run ROUNDS times (each after `before(round)`), reported by its median run:
-    on a shared machine one timing can be off by a fifth. Every round's time is kept, the
-    merges of all rounds, and the highest peak."""
+def run_rounds(phase: str, store: Path, before: Callable[[int], Any] | None = None,
+               same: bool = False) -> JsonDict:
+    """A phase run ROUNDS times (each after `before(round)`), reported by its median run: on
+    this shared machine one timing of the same work can be off by a third. Every round's time
+    is kept, and the highest peak; the merges of all rounds, or with `same` (a dry run, which
+    leaves the store as it found it, so that each round is the same first run) those of the
+    first, with `same_plan` saying whether every round planned the same merge groups."""
     results = []
     for k in range(ROUNDS):
         if before is not None:
@@ -283,6 +286,10 @@ def run_rounds(phase: str, store: Path, before: Callable[[int], Any] | None = No
                   process_s=sorted(r["process_s"] for r in results)[len(results) // 2],
                   merges=[m for r in results for m in r.get("merges", [])],
                   peak_mb=max(r["peak_mb"] for r in results))
+    if same:
+        median["merges"] = results[0].get("merges", [])
+        median["same_plan"] = all(group_set(r.get("merges", [])) == group_set(median["merges"])
+                                  for r in results)
     return median
 
 
@@ -315,10 +322,11 @@ def bench_size(n: int, base: Path, keep: bool, shape: str = "huge") -> JsonDict:
                         "planted": len(planted)}
     phases: JsonDict = {"floor": run_rounds("floor", store)}
     before = file_set(store)
-    phases["dry_cold"] = run_phase("dry_cold", store)
+    # (the dry runs leave no index and no cache: each round is the first run again)
+    phases["dry_cold"] = run_rounds("dry_cold", store, same=True)
     result["dry_run_wrote"] = sorted(file_set(store) - before)
-    for phase in ("reindex", "dry_indexed"):
-        phases[phase] = run_phase(phase, store)
+    phases["reindex"] = run_phase("reindex", store)
+    phases["dry_indexed"] = run_rounds("dry_indexed", store, same=True)
     copy_store(store, real)
     phases["real"] = run_phase("real", real)
     phases["dry_warm"] = run_rounds("dry_warm", real)
@@ -590,9 +598,11 @@ ROWS: list[tuple[str, Callable[[JsonDict], str]]] = [
     ("memories", lambda r: f"{r['n']:,}"),
     ("planted near-duplicate pairs", lambda r: str(r["planted"])),
     (f"floor: read + parse every file, s (median [range] of {ROUNDS})", lambda r: fmt_rounds(r, "floor")),
-    ("dry-run cold (no indices, no signature cache), s (x floor)", timed_x("dry_cold")),
+    (f"dry-run cold (no indices, no signature cache), s (median [range] of {ROUNDS}) (x floor)",
+     timed_x("dry_cold")),
     ("reindex, s", lambda r: fmt_s(r["phases"]["reindex"]["seconds"])),
-    ("dry-run with indices, no signature cache, s (x floor)", timed_x("dry_indexed")),
+    (f"dry-run with indices, no signature cache, s (median [range] of {ROUNDS}) (x floor)",
+     timed_x("dry_indexed")),
     ("real pass (plan + apply), s", lambda r: fmt_s(r["phases"]["real"]["seconds"])),
     ("real pass: plan / apply, s", lambda r: f"{fmt_s(r['phases']['real']['plan_s'])} / "
                                              f"{fmt_s(r['phases']['real']['apply_s'])}"),
@@ -632,6 +642,9 @@ ROWS: list[tuple[str, Callable[[JsonDict], str]]] = [
     ("real pass merged the same groups as the dry run", lambda r: "yes" if r["real_matches_plan"] else "NO"),
     ("dry run with indices merged the same groups as without",
      lambda r: "yes" if r.get("indexed_matches_plan", True) else "NO"),
+    ("every round of each dry run planned the same groups",
+     lambda r: "yes" if all(r["phases"][p].get("same_plan", True) for p in ("dry_cold", "dry_indexed"))
+     else "NO"),
     ("files the cold dry run wrote", lambda r: str(len(r["dry_run_wrote"]))),
 ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,10 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     assert set(figures["phases"]) == set(bench_run.PHASE_ORDER)
     assert figures["phases"]["floor"]["files"] == 300
     assert figures["dry_run_wrote"] == []
+    # the dry runs' rounds (each the same first run: a dry run leaves the store as it was)
+    assert figures["phases"]["dry_cold"]["same_plan"] is True
+    assert figures["phases"]["dry_indexed"]["same_plan"] is True
+    assert re.search(r"\| every round of each dry run planned the same groups +\| yes +\|", report)
     assert not (tmp_path / "work" / "small-n300").exists()  # removed without --keep
 
     # several shapes in one report: a column each, in the order given
