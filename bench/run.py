@@ -765,7 +765,8 @@ def render(results: Sequence[JsonDict], mrpc: JsonDict, args: argparse.Namespace
     shapes = ",".join(dict.fromkeys(str(r.get("shape", "huge")) for r in results))
     return "\n".join([
         "# memcli benchmark results", "",
-        f"`python bench/run.py --sizes {sizes} --shapes {shapes}`, "
+        f"`{'' if ROUNDS == 3 else f'MEMCLI_BENCH_ROUNDS={ROUNDS} '}python bench/run.py --sizes {sizes} "
+        f"--shapes {shapes}`, "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.  ",
         f"Machine: {machine(ROOT)}.  ",
         f"Stores in {args.dir} ({filesystem(args.dir)}); MEMCLI_NOW={BENCH_NOW}; no LLM; "
