@@ -93,6 +93,25 @@ def test_harness_skips_missing_mrpc(tmp_path: Path) -> None:
     assert "MRPC skipped" in bench_run.mrpc_section({}, args.mrpc_data)
 
 
+def test_rounds_of_a_dry_run_report_whether_they_planned_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeated dry run: the median round's time, the first round's merges (not every
+    round's added up), and `same_plan` false as soon as one round grouped differently."""
+    plans = iter([[["a", "b"]], [["b", "a"]], [["a", "b"]], [["a", "b"]], [["a", "c"]], [["a", "b"]]])
+    times = iter([0.3, 0.1, 0.2, 0.3, 0.1, 0.2])
+
+    def phase(name: str, store: Path) -> dict[str, object]:
+        return {"phase": name, "seconds": next(times), "cpu_s": 0.1, "process_s": 0.2, "peak_mb": 10.0,
+                "merges": next(plans)}
+
+    monkeypatch.setattr(bench_run, "run_phase", phase)
+    monkeypatch.setattr(bench_run, "ROUNDS", 3)
+    same = bench_run.run_rounds("dry_cold", Path("/nowhere"), same=True)
+    assert same["same_plan"] is True and same["merges"] == [["a", "b"]]
+    assert same["seconds"] == 0.2 and same["rounds"] == [0.3, 0.1, 0.2]
+    differ = bench_run.run_rounds("dry_indexed", Path("/nowhere"), same=True)
+    assert differ["same_plan"] is False and differ["merges"] == [["a", "b"]]
+
+
 def test_pair_helpers() -> None:
     merges = [["a", "b", "c"], ["x", "y"]]
     assert bench_run.merged_pairs(merges) == {frozenset(p) for p in (("a", "b"), ("a", "c"), ("b", "c"),
