@@ -193,6 +193,55 @@ def fsync_dir(folder: Path) -> None:
 # ---------------------------------------------------------------- changes
 
 
+class SpanChangedError(OSError):
+    """The file a `Span` copies from ended before the span did: it changed meanwhile."""
+
+
+class Span:
+    """A piece of data to write that is a run of another open file's bytes (`length` bytes
+    from `offset` of descriptor `fd`), copied file to file by the kernel where it can
+    (`copy_file_range`): splicing a 5-6 MB index this way neither reads it into memory nor
+    writes it back from there (the read alone took 1,300 page faults, 4-5 ms, a splice)."""
+
+    __slots__ = ("fd", "offset", "length")
+
+    def __init__(self, fd: int, offset: int, length: int) -> None:
+        self.fd, self.offset, self.length = fd, offset, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def copy_to(self, dst: int) -> None:
+        """Append the span to `dst` at its position; SpanChangedError when the source ends
+        first. Where the kernel cannot copy (another platform, a file system that refuses),
+        the bytes go through memory a megabyte at a time."""
+        global _copy_range
+        offset, left = self.offset, self.length
+        while left:
+            done = 0
+            if _copy_range:
+                try:
+                    done = os.copy_file_range(self.fd, dst, left, offset)
+                except OSError as exc:
+                    if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL,
+                                         errno.EPERM, errno.ETXTBSY):
+                        raise
+                    _copy_range = False
+            if done <= 0:  # (0 from a file system that copies nothing: read and write instead)
+                chunk = os.pread(self.fd, min(left, 1 << 20), offset)
+                if not chunk:
+                    raise SpanChangedError(errno.EIO, "the file copied from ended before its span")
+                view, done = memoryview(chunk), 0
+                while done < len(chunk):
+                    done += os.write(dst, view[done:])
+            offset += done
+            left -= done
+
+
+_copy_range = hasattr(os, "copy_file_range")  # until the kernel refuses it once
+Piece = bytes | memoryview | Span  # what a file is written from, piece by piece
+
+
 def _mode_of(handle: _Dir, name: str) -> int | None:
     """The permission bits of an existing regular file, to keep them when it is rewritten."""
     try:
@@ -202,7 +251,7 @@ def _mode_of(handle: _Dir, name: str) -> int | None:
     return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
 
 
-def _write_tmp(handle: _Dir, name: str, data: bytes | Iterable[bytes | memoryview], mode: int | None = None,
+def _write_tmp(handle: _Dir, name: str, data: bytes | Iterable[Piece], mode: int | None = None,
                sync: bool = True) -> str:
     tmp = f".{name}.{os.urandom(4).hex()}{TMP_SUFFIX}"  # secrets.token_hex(4) (its import: 3-8 ms a hook)
     _change()
@@ -225,7 +274,11 @@ def _write_tmp(handle: _Dir, name: str, data: bytes | Iterable[bytes | memoryvie
                 if mode is not None:
                     os.fchmod(out.fileno(), mode)
                 for piece in data:  # pieces as they are made: a large scratch file is never whole in memory
-                    out.write(piece)
+                    if isinstance(piece, Span):
+                        out.flush()  # (the span goes after the bytes written so far)
+                        piece.copy_to(out.fileno())
+                    else:
+                        out.write(piece)
                 out.flush()
                 if sync:
                     os.fsync(out.fileno())
@@ -236,7 +289,7 @@ def _write_tmp(handle: _Dir, name: str, data: bytes | Iterable[bytes | memoryvie
     return tmp
 
 
-def write_replace(path: Path, data: bytes | Iterable[bytes | memoryview], durable: bool = True) -> None:
+def write_replace(path: Path, data: bytes | Iterable[Piece], durable: bool = True) -> None:
     """Atomically write `path`, replacing it if it exists (rewrites of the same file).
     The file keeps its permission bits. durable=False: no fsync (still atomic: a reader sees
     the old bytes or the new, whole), for a scratch file only its own process reads, which a

@@ -8,6 +8,8 @@ the folder finished) and other cached fields survive a rebuild when the content 
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import functools
 import os
 import re
 import sys
@@ -18,6 +20,7 @@ from typing import Any
 import orjson
 
 from memcli.store import fsops, indexmark
+from memcli.store.filebytes import FileBytes
 from memcli.store.model import Memory, format_ts
 
 INDEX_NAME = "_index.json"
@@ -274,6 +277,7 @@ _ENTRY_HEAD = re.compile(rb'\{"id":"([^"\\]*)","file":"([^"\\]*)"')  # how `entr
 _ENTRY_START = b'{"id":"'  # found at memchr speed
 _ENTRIES_KEY = b',"entries":['
 _BATCH_CUT = b"," + _ENTRY_START  # where a batch of entries may end (see `_by_batches`)
+_HEADER_MAX = 1 << 16  # the header `save` writes is a few dozen bytes: past this, another layout
 
 
 def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
@@ -282,26 +286,48 @@ def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
     """Replace the entries of `files` (names) with `update(name, old entry or None)`, None
     meaning "no entry". False, with nothing written, when the index could not be spliced."""
     try:
-        raw, st = fsops.read_bytes_stat(folder / INDEX_NAME)
+        fd = fsops.open_regular(folder / INDEX_NAME)
     except OSError:
         return False
-    known = indexmark.known_count(folder, scope, scope_id, st)  # spares counting a large index
-    entries = (_Entries.of(raw, known) if known is not None else None) or _Entries.of(raw)
-    if entries is None:
-        return False
     try:
+        st = os.fstat(fd)
+        known = indexmark.known_count(folder, scope, scope_id, st)  # spares counting a large index
+        # the very file marked (a large one): read only where the search looks, and its
+        # unchanged runs copied file to file; anything else read whole and checked whole
+        entries = _Entries.of(FileBytes(fd, st.st_size), known) if known is not None else None
+        if entries is None:
+            entries = _Entries.of(_read_whole(fd))
+        if entries is None:
+            return False
         units, count = _spliced(entries, update, files)
+        same = functools.partial(_still_same, fd, indexmark.identity(st))
+        size = _write_spliced(folder, scope, scope_id, moment, units, count, same)
     except ValueError:  # entries not in the layout `save` writes after all
         return False
-    size = _write_spliced(folder, scope, scope_id, moment, units, count)
+    except fsops.SpanChangedError:  # the index changed while it was copied: nothing was written
+        return False
+    finally:
+        os.close(fd)
     indexmark.remember(folder, scope, scope_id, size, count)
     return True
 
 
+def _read_whole(fd: int) -> bytes:
+    parts = []
+    while chunk := os.read(fd, 1 << 20):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _still_same(fd: int, identity: list[int]) -> None:
+    """Raise SpanChangedError when the file open as `fd` is no longer what it was when
+    opened (written in place meanwhile: a memcli writer never does that, a hand may)."""
+    if indexmark.identity(os.fstat(fd)) != identity:
+        raise fsops.SpanChangedError(errno.EIO, "the index changed while it was spliced")
+
+
 def _spliced(entries: _Entries, update: Callable[[str, dict[str, Any] | None], dict[str, Any] | None],
-             files: list[str]) -> tuple[list[bytes | memoryview], int]:
-    raw = entries.raw
-    view = memoryview(raw)  # the unchanged runs as views: no copy of a 5-10 MB index
+             files: list[str]) -> tuple[list[fsops.Piece], int]:
     replaced: dict[int, bytes] = {}  # by the entry's offset in `raw`
     added: dict[int, list[tuple[tuple[bytes, bytes], bytes]]] = {}  # by the offset they go before
     for name in dict.fromkeys(files):
@@ -316,18 +342,18 @@ def _spliced(entries: _Entries, update: Callable[[str, dict[str, Any] | None], d
             key = (str(new["id"]).encode(), name.encode())
             added.setdefault(entries.place(key), []).append((key, orjson.dumps(new)))
     end = entries.end
-    units: list[bytes | memoryview] = []  # an unchanged run of entries is one slice, its commas included
+    units: list[fsops.Piece] = []  # an unchanged run of entries is one run, its commas included
     done = entries.first  # where the entries not yet copied start
     for at in sorted(set(replaced) | set(added)):
         if at > done:
-            units.append(view[done:at - 1 if at < end else end])  # (without the comma before `at`)
+            units.append(entries.run(done, at - 1 if at < end else end))  # (without the comma before `at`)
         units += [part for _, part in sorted(added.get(at, []))]
         done = at
         if at in replaced:
             units += [replaced[at]] if replaced[at] else []
             done = entries.stop(at) + 1
     if done < end:
-        units.append(view[done:end])
+        units.append(entries.run(done, end))
     count = entries.count + sum(map(len, added.values())) - sum(1 for part in replaced.values() if not part)
     return units, count
 
@@ -337,59 +363,93 @@ class _Entries:
     binary search over the bytes (entries are sorted by their (id, file) key), so a splice
     looks at a few dozen entries of a 10,000-entry index, not at every one."""
 
-    def __init__(self, raw: bytes, first: int, end: int, count: int) -> None:
+    def __init__(self, raw: bytes | FileBytes, first: int, end: int, count: int) -> None:
         self.raw, self.first, self.end, self.count = raw, first, end, count
+        self._view = memoryview(raw) if isinstance(raw, bytes) else None
+        # what the searches of one splice found: the first probes of each search are the same
+        # (a file read a page at a time is searched in Python, at a few microseconds a probe)
+        self._keys: dict[int, tuple[bytes, bytes]] = {}
+        self._starts: dict[tuple[int, int], int] = {}
 
     @classmethod
-    def of(cls, raw: bytes, known: int | None = None) -> _Entries | None:
+    def of(cls, raw: bytes | FileBytes, known: int | None = None) -> _Entries | None:
         """The entries of an index in the layout `save` writes (compact, entries last, each
         starting with its id and file); None for any other layout. The entries are taken to
         be sorted, as `save` and `splice` leave them: an index edited by hand into another
         order is only as wrong after a splice as before it (doctor reports it). `known`:
         how many entries these very bytes hold (`indexmark`), not counted again."""
-        at = raw.find(_ENTRIES_KEY)
+        at = raw.find(_ENTRIES_KEY, 0, _HEADER_MAX)
         if at < 0 or not raw.endswith(b"]}\n"):
             return None
         try:
-            header = orjson.loads(raw[:at] + b"}")
+            header = orjson.loads((raw[:at] if isinstance(raw, bytes) else raw.slice(0, at)) + b"}")
         except ValueError:
             return None
         first, end = at + len(_ENTRIES_KEY), len(raw) - 3
         # (inside a JSON string, its quotes are escaped)
-        count = raw.count(_ENTRY_START, first, end) if known is None else known
+        if known is not None:
+            count = known
+        elif isinstance(raw, bytes):
+            count = raw.count(_ENTRY_START, first, end)
+        else:
+            return None  # (counted only in a whole read)
         if header.get("version") != INDEX_VERSION or header.get("entry_count") != count or (
                 count and not raw.startswith(_ENTRY_START, first)) or (not count and first != end):
             return None
         return cls(raw, first, end, count)
 
     def key(self, at: int) -> tuple[bytes, bytes]:
-        match = _ENTRY_HEAD.match(self.raw, at)
+        known = self._keys.get(at)
+        if known is not None:
+            return known
+        raw = self.raw
+        match = _ENTRY_HEAD.match(raw, at) if isinstance(raw, bytes) else raw.match(_ENTRY_HEAD, at)
         if match is None:
             raise ValueError("index entry without an id and a file")
-        return match.group(1), match.group(2)
+        self._keys[at] = found = (match.group(1), match.group(2))
+        return found
 
     def next(self, at: int) -> int:
         """Where the entry after the one at `at` starts (`end` after the last)."""
-        found = self.raw.find(_ENTRY_START, at + 1, self.end)
-        return self.end if found < 0 else found
+        return self._start(at + 1, self.end)
+
+    def _start(self, low: int, high: int) -> int:
+        """The first entry start in [low, high), `high` when none."""
+        found = self._starts.get((low, high))
+        if found is None:
+            found = self.raw.find(_ENTRY_START, low, high)
+            self._starts[(low, high)] = found = high if found < 0 else found
+        return found
 
     def stop(self, at: int) -> int:
         """Where the entry at `at` ends (its comma, or `end`)."""
         following = self.next(at)
-        if following < self.end and self.raw[following - 1] != 0x2C:
+        if following < self.end and self._byte(following - 1) != 0x2C:
             raise ValueError("index entries not separated by a comma")
         return following - 1 if following < self.end else self.end
 
+    def _byte(self, at: int) -> int:
+        return self.raw[at] if isinstance(self.raw, bytes) else self.raw.byte(at)
+
     def text(self, at: int) -> bytes:
-        return self.raw[at:self.stop(at)]
+        raw, stop = self.raw, self.stop(at)
+        return raw[at:stop] if isinstance(raw, bytes) else raw.slice(at, stop)
+
+    def run(self, start: int, stop: int) -> memoryview | fsops.Span:
+        """Bytes [start, stop) as a piece to write: a view (no copy of a 5-10 MB index), or
+        a span of the file copied by the kernel."""
+        if self._view is not None:
+            return self._view[start:stop]
+        assert isinstance(self.raw, FileBytes)
+        return fsops.Span(self.raw.fd, start, stop - start)
 
     def place(self, key: tuple[bytes, bytes]) -> int:
         """Where an entry with this key goes: the offset of the first entry whose key is not
         smaller (`end` when none). `low` is always an entry's start, `high` one or `end`."""
         low, high = self.first, self.end
         while low < high:
-            probe = self.raw.find(_ENTRY_START, (low + high) // 2, high)
-            if probe < 0:  # no entry starts in the upper half: step from `low`
+            probe = self._start((low + high) // 2, high)
+            if probe == high:  # no entry starts in the upper half: step from `low`
                 probe = low
             if self.key(probe) < key:
                 low = min(self.next(probe), high)
@@ -411,22 +471,25 @@ class _Entries:
 
 
 def _write_spliced(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
-                   units: list[bytes | memoryview], count: int) -> int:
+                   units: list[fsops.Piece], count: int, check: Callable[[], None]) -> int:
     """Write the spliced index; returns its size in bytes."""
     header = orjson.dumps({"version": INDEX_VERSION, "scope": scope, "scope_id": scope_id,
                            "entry_count": count, "updated_at": format_ts(moment)})
     # written as pieces: the unchanged runs are slices of a 5-10 MB index, and joining them
     # (then adding head and tail) copied the whole index three times over
     head = header[:-1] + _ENTRIES_KEY
-    fsops.write_replace(folder / INDEX_NAME, _pieces(head, units, b"]}\n"))
+    fsops.write_replace(folder / INDEX_NAME, _pieces(head, units, b"]}\n", check))
     return len(head) + sum(map(len, units)) + max(len(units) - 1, 0) + 3
 
 
-def _pieces(head: bytes, units: list[bytes | memoryview], tail: bytes) -> Iterator[bytes | memoryview]:
-    """head, the units separated by commas, tail: `head + b",".join(units) + tail` in pieces."""
+def _pieces(head: bytes, units: list[fsops.Piece], tail: bytes,
+            check: Callable[[], None]) -> Iterator[fsops.Piece]:
+    """head, the units separated by commas, tail: `head + b",".join(units) + tail` in pieces;
+    `check()` last of all, before the file is renamed into place (it may raise)."""
     yield head
     for n, unit in enumerate(units):
         if n:
             yield b","
         yield unit
+    check()
     yield tail

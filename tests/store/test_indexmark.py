@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from memcli.store import index, indexmark
+from memcli.store import filebytes, fsops, index, indexmark
 from memcli.store.model import parse_ts
 from tests.conftest import NOW
 
@@ -196,3 +196,33 @@ def test_an_index_saved_in_pieces_is_marked_with_its_size_and_count(
     assert orjson.loads(_mark(folder).read_bytes()) == {"index": indexmark.identity(st), "count": 40}
     _splice_and_check(folder, tmp_path)
     assert counted == [40]
+
+
+@pytest.mark.parametrize("page", [7, 64, 1 << 14])
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_a_marked_index_spliced_through_pages_and_copied_spans_is_a_full_rewrites_bytes(
+        folder: Path, tmp_path: Path, counted: list[int | None], monkeypatch: pytest.MonkeyPatch,
+        page: int, kernel_copy: bool) -> None:
+    """Small pages make every search of the splice cross page edges; with the kernel's copy
+    refused, the spans go through memory: the bytes are the same either way."""
+    monkeypatch.setattr(filebytes, "PAGE", page)
+    monkeypatch.setattr(fsops, "_copy_range", kernel_copy and hasattr(os, "copy_file_range"))
+    _splice_and_check(folder, tmp_path)
+    assert counted == [40]  # the paged path: the mark's count, no whole read
+
+
+def test_an_index_written_in_place_while_it_is_spliced_is_left_to_the_hand_that_wrote_it(
+        folder: Path, tmp_path: Path) -> None:
+    """The spans copy from the file as it is: one edited in place meanwhile (not what memcli
+    does; a hand may) fails the splice before anything is renamed (the caller rebuilds)."""
+    path = folder / index.INDEX_NAME
+    edited = path.read_bytes().replace(b'"t6"', b'"t66"')  # (its size tells, whatever the clock's grain)
+
+    def update(name: str, old: dict[str, Any] | None) -> dict[str, Any] | None:
+        with open(path, "r+b") as handle:  # in place
+            handle.write(edited)
+        return {**_entry(4), "size": 999}
+
+    assert not index.splice(folder, "agent", "coder", MOMENT, update, ["mem_00004.json"])
+    assert path.read_bytes() == edited
+    assert sorted(p.name for p in folder.iterdir()) == [index.INDEX_NAME]
