@@ -278,6 +278,7 @@ _ENTRY_START = b'{"id":"'  # found at memchr speed
 _ENTRIES_KEY = b',"entries":['
 _BATCH_CUT = b"," + _ENTRY_START  # where a batch of entries may end (see `_by_batches`)
 _HEADER_MAX = 1 << 16  # the header `save` writes is a few dozen bytes: past this, another layout
+_PREAD = hasattr(os, "pread")  # (a platform without it reads an index whole)
 
 
 def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
@@ -294,7 +295,7 @@ def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
         known = indexmark.known_count(folder, scope, scope_id, st)  # spares counting a large index
         # the very file marked (a large one): read only where the search looks, and its
         # unchanged runs copied file to file; anything else read whole and checked whole
-        entries = _Entries.of(FileBytes(fd, st.st_size), known) if known is not None else None
+        entries = _Entries.of(FileBytes(fd, st.st_size), known) if known is not None and _PREAD else None
         if entries is None:
             entries = _Entries.of(_read_whole(fd))
         if entries is None:
