@@ -69,13 +69,18 @@ def test_a_file_shorter_than_the_size_it_was_opened_with_says_it_changed(opened:
         paged.slice(0, len(raw) + 100)
 
 
-@pytest.mark.parametrize("kernel_copy", [True, False])
+@pytest.fixture(params=[True, False], ids=["kernel copy", "through memory"])
+def target(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file holding b"old", to be replaced; spans copied by the kernel or through memory."""
+    monkeypatch.setattr(fsops, "_copy_range", request.param and hasattr(os, "copy_file_range"))
+    path = tmp_path / "out"
+    path.write_bytes(b"old")
+    return path
+
+
 def test_a_span_writes_the_run_of_the_source_file_between_other_pieces(
-        tmp_path: Path, opened: tuple[int, bytes], kernel_copy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fsops, "_copy_range", kernel_copy and hasattr(os, "copy_file_range"))
+        target: Path, opened: tuple[int, bytes]) -> None:
     fd, raw = opened
-    target = tmp_path / "out"
-    target.write_bytes(b"old")
     pieces: list[fsops.Piece] = [b"head|", fsops.Span(fd, 10, 500), b"|mid|", fsops.Span(fd, 0, 3),
                                  b"|", fsops.Span(fd, len(raw) - 7, 7), b"|tail"]
     fsops.write_replace(target, iter(pieces))
@@ -83,18 +88,14 @@ def test_a_span_writes_the_run_of_the_source_file_between_other_pieces(
     assert len(fsops.Span(fd, 10, 500)) == 500
 
 
-@pytest.mark.parametrize("kernel_copy", [True, False])
 def test_a_span_past_the_end_of_its_file_writes_nothing_and_leaves_no_temporary_file(
-        tmp_path: Path, opened: tuple[int, bytes], kernel_copy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fsops, "_copy_range", kernel_copy and hasattr(os, "copy_file_range"))
+        target: Path, opened: tuple[int, bytes]) -> None:
     fd, raw = opened
-    target = tmp_path / "out"
-    target.write_bytes(b"old")
+    short: list[fsops.Piece] = [b"head", fsops.Span(fd, len(raw) - 10, 20)]
     with pytest.raises(fsops.SpanChangedError):
-        short: list[fsops.Piece] = [b"head", fsops.Span(fd, len(raw) - 10, 20)]
         fsops.write_replace(target, iter(short))
     assert target.read_bytes() == b"old"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "out"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["f", "out"]
 
 
 def test_a_kernel_that_refuses_to_copy_is_asked_no_more_and_the_bytes_go_through_memory(
