@@ -19,8 +19,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as dt
+import errno
 import hashlib
+import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +186,7 @@ def _save_mark(root: Path, raw: bytes, count: int, appendable: bool, digest: str
 # a megabyte or more, whose hash costs milliseconds. The sha256 of the bytes before `_TAIL` is
 # kept too, so that the next mark's hash goes on from it instead of hashing the file again.
 _hashed: dict[str, tuple[list[int], str, Any]] = {}
+_PREAD = hasattr(os, "pread")  # (a Span's fallback reads with it)
 
 
 def _identity(st: Any) -> list[int]:
@@ -235,12 +239,38 @@ def _append_bytes(root: Path, entry: dict[str, Any]) -> bool:
     # JSON strings never hold a raw newline: indenting every line indents the entry's lines only
     body = orjson.dumps(entry, option=orjson.OPT_INDENT_2).replace(b"\n", _INDENT)
     added = b"".join([b",", _INDENT, body, _TAIL])
-    new = b"".join([raw[:-len(_TAIL)], added])
-    fsops.write_replace(log_path(root), new)
-    digest = head.copy()  # the hash of `new`: that of the bytes kept, then of those added
+    _write_appended(log_path(root), raw, added)
+    digest = head.copy()  # the hash of the new bytes: that of the bytes kept, then of those added
     digest.update(added)
-    _save_mark(root, new, mark["entries"] + 1, True, digest.hexdigest())
+    _save_mark(root, b"", mark["entries"] + 1, True, digest.hexdigest())  # (its digest: no bytes to hash)
     return True
+
+
+def _write_appended(path: Path, raw: bytes, added: bytes) -> None:
+    """Replace the live file, whose bytes are `raw`, with them less `_TAIL`, then `added`. The
+    bytes kept are copied file to file (`fsops.Span`) from the very file `raw` was read from,
+    while it is still that file: a live file of megabytes is not joined in memory once more.
+    Otherwise they are joined, as they were read."""
+    known = _hashed.get(str(path))
+    try:
+        fd = fsops.open_regular(path)
+    except OSError:
+        fd = -1
+    try:
+        if fd >= 0 and known is not None and _identity(os.fstat(fd)) == known[0] and _PREAD:
+            def pieces() -> Iterator[fsops.Piece]:
+                yield fsops.Span(fd, 0, len(raw) - len(_TAIL))
+                if _identity(os.fstat(fd)) != known[0]:  # written in place meanwhile (a hand)
+                    raise fsops.SpanChangedError(errno.EIO, "the log changed while it was appended to")
+                yield added
+
+            with contextlib.suppress(fsops.SpanChangedError):  # (nothing written: joined below)
+                fsops.write_replace(path, pieces())
+                return
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    fsops.write_replace(path, b"".join([raw[:-len(_TAIL)], added]))
 
 
 def _append_quiet(root: Path, entry: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -309,3 +310,72 @@ def test_the_marked_bytes_are_hashed_once_a_file_and_the_mark_follows_from_that_
     log.append(store, big_entry(4))  # parsed, written whole, marked
     assert log.as_written(store) is not None
     assert [e["run_id"] for e in log.read_live(store)] == ["run_0000", "run_0009", "run_0002", "run_0003", "run_0004"]
+
+
+def _appended_whole(store: Path, count: int) -> bytes:
+    import orjson
+
+    return orjson.dumps({"entries": [big_entry(n) for n in range(count)]}, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_the_bytes_kept_by_an_append_are_copied_from_the_very_file_read(
+        store: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: bool) -> None:
+    from memcli.store import fsops
+
+    monkeypatch.setattr(fsops, "_copy_range", kernel_copy and hasattr(os, "copy_file_range"))
+    log.append(store, big_entry(0))
+    spans: list[int] = []
+    real = fsops.Span.copy_to
+
+    def counted(span: fsops.Span, dst: int) -> None:
+        spans.append(span.length)
+        real(span, dst)
+
+    monkeypatch.setattr(fsops.Span, "copy_to", counted)
+    for n in range(1, 4):
+        log.append(store, big_entry(n))
+    assert len(spans) == 3 and all(length > 0 for length in spans)
+    assert log.log_path(store).read_bytes() == _appended_whole(store, 4)
+
+
+def test_a_log_replaced_or_written_in_place_after_it_was_read_is_appended_to_from_the_bytes_read(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replaced by the same bytes (another file): joined from the bytes read, no span. Written
+    in place while its bytes are copied: that copy is dropped, and joined as well."""
+    from memcli.store import fsops
+
+    log.append(store, big_entry(0))
+    path = log.log_path(store)
+    real_as_written = log._as_written
+
+    def then_replaced(root: Path) -> Any:
+        found = real_as_written(root)
+        copy = path.with_name("copy")
+        copy.write_bytes(path.read_bytes())
+        os.replace(copy, path)  # the same bytes, another inode
+        return found
+
+    monkeypatch.setattr(log, "_as_written", then_replaced)
+    spans: list[int] = []
+    real_copy = fsops.Span.copy_to
+
+    def counted(span: fsops.Span, dst: int) -> None:
+        spans.append(1)
+        real_copy(span, dst)
+
+    monkeypatch.setattr(fsops.Span, "copy_to", counted)
+    log.append(store, big_entry(1))
+    assert spans == [] and path.read_bytes() == _appended_whole(store, 2)
+    monkeypatch.setattr(log, "_as_written", real_as_written)
+
+    def edited_meanwhile(span: fsops.Span, dst: int) -> None:
+        spans.append(2)
+        with open(path, "ab") as handle:  # in place, by a hand
+            handle.write(b" ")
+        real_copy(span, dst)
+
+    monkeypatch.setattr(fsops.Span, "copy_to", edited_meanwhile)
+    log.append(store, big_entry(2))
+    assert spans == [2] and path.read_bytes() == _appended_whole(store, 3)
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(fsops.TMP_SUFFIX)] == []
