@@ -239,6 +239,7 @@ class Span:
 
 
 _copy_range = hasattr(os, "copy_file_range")  # until the kernel refuses it once
+SPANS = hasattr(os, "pread")  # whether a Span can be written here (its fallback reads with pread)
 Piece = bytes | memoryview | Span  # what a file is written from, piece by piece
 
 
@@ -626,6 +627,14 @@ def open_regular(path: Path) -> int:
     return fd
 
 
+def read_open(fd: int, size: int) -> bytes:
+    """The rest of an open file, from its position, `size` a guess of how much is left."""
+    parts = []
+    while chunk := os.read(fd, max(size + 1, 1 << 16)):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
 def read_bytes(path: Path, limit: int | None = None, follow: bool = False) -> bytes:
     """The bytes of a regular file, read without following a link (ELOOP: an OSError; unless
     `follow`, for a file the user may keep elsewhere, like memcli.toml) and without blocking:
@@ -644,9 +653,6 @@ def read_bytes_stat(path: Path, limit: int | None = None,
             raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
         if limit is not None and st.st_size > limit:
             raise NotRegularFileError(errno.EFBIG, f"over the {limit}-byte limit", str(path))
-        parts = []
-        while chunk := os.read(fd, max(st.st_size + 1, 1 << 16)):
-            parts.append(chunk)
-        return b"".join(parts), st
+        return read_open(fd, st.st_size), st
     finally:
         os.close(fd)

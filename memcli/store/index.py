@@ -278,7 +278,6 @@ _ENTRY_START = b'{"id":"'  # found at memchr speed
 _ENTRIES_KEY = b',"entries":['
 _BATCH_CUT = b"," + _ENTRY_START  # where a batch of entries may end (see `_by_batches`)
 _HEADER_MAX = 1 << 16  # the header `save` writes is a few dozen bytes: past this, another layout
-_PREAD = hasattr(os, "pread")  # (a platform without it reads an index whole)
 
 
 def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
@@ -291,33 +290,32 @@ def splice(folder: Path, scope: str, scope_id: str, moment: dt.datetime,
     except OSError:
         return False
     try:
-        st = os.fstat(fd)
-        known = indexmark.known_count(folder, scope, scope_id, st)  # spares counting a large index
-        # the very file marked (a large one): read only where the search looks, and its
-        # unchanged runs copied file to file; anything else read whole and checked whole
-        entries = _Entries.of(FileBytes(fd, st.st_size), known) if known is not None and _PREAD else None
-        if entries is None:
-            entries = _Entries.of(_read_whole(fd))
-        if entries is None:
+        try:
+            st = os.fstat(fd)
+            known = indexmark.known_count(folder, scope, scope_id, st)  # spares counting a large index
+            # the very file marked (a large one): read only where the search looks, and its
+            # unchanged runs copied file to file; anything else read whole and checked whole
+            entries = None
+            if known is not None and fsops.SPANS:
+                entries = _Entries.of(FileBytes(fd, st.st_size), known)
+            if entries is None:
+                entries = _Entries.of(fsops.read_open(fd, st.st_size))
+            if entries is None:
+                return False
+            units, count = _spliced(entries, update, files)
+        except ValueError:  # entries not in the layout `save` writes after all
             return False
-        units, count = _spliced(entries, update, files)
+        except OSError:  # (SpanChangedError among them) the index could not be read: nothing written
+            return False
         same = functools.partial(_still_same, fd, indexmark.identity(st))
-        size = _write_spliced(folder, scope, scope_id, moment, units, count, same)
-    except ValueError:  # entries not in the layout `save` writes after all
-        return False
-    except fsops.SpanChangedError:  # the index changed while it was copied: nothing was written
-        return False
+        try:
+            size = _write_spliced(folder, scope, scope_id, moment, units, count, same)
+        except fsops.SpanChangedError:  # the index changed while it was copied: nothing was written
+            return False
     finally:
         os.close(fd)
     indexmark.remember(folder, scope, scope_id, size, count)
     return True
-
-
-def _read_whole(fd: int) -> bytes:
-    parts = []
-    while chunk := os.read(fd, 1 << 20):
-        parts.append(chunk)
-    return b"".join(parts)
 
 
 def _still_same(fd: int, identity: list[int]) -> None:

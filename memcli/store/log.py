@@ -186,7 +186,6 @@ def _save_mark(root: Path, raw: bytes, count: int, appendable: bool, digest: str
 # a megabyte or more, whose hash costs milliseconds. The sha256 of the bytes before `_TAIL` is
 # kept too, so that the next mark's hash goes on from it instead of hashing the file again.
 _hashed: dict[str, tuple[list[int], str, Any]] = {}
-_PREAD = hasattr(os, "pread")  # (a Span's fallback reads with it)
 
 
 def _identity(st: Any) -> list[int]:
@@ -257,7 +256,7 @@ def _write_appended(path: Path, raw: bytes, added: bytes) -> None:
     except OSError:
         fd = -1
     try:
-        if fd >= 0 and known is not None and _identity(os.fstat(fd)) == known[0] and _PREAD:
+        if fd >= 0 and known is not None and _identity(os.fstat(fd)) == known[0] and fsops.SPANS:
             def pieces() -> Iterator[fsops.Piece]:
                 yield fsops.Span(fd, 0, len(raw) - len(_TAIL))
                 if _identity(os.fstat(fd)) != known[0]:  # written in place meanwhile (a hand)

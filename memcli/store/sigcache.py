@@ -145,10 +145,8 @@ def _read_split(path: Path, size: int) -> tuple[bytes, bytes]:
     folder, which a session_end pass loads to look up a few hundred rows."""
     fd = fsops.open_regular(path)
     try:
-        head, parts, rest = os.read(fd, size), [], max(os.fstat(fd).st_size - size + 1, 1 << 16)
-        while chunk := os.read(fd, rest):
-            parts.append(chunk)
-        return head, b"".join(parts)
+        head = os.read(fd, size)
+        return head, fsops.read_open(fd, os.fstat(fd).st_size - size)
     finally:
         os.close(fd)
 

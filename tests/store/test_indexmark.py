@@ -226,3 +226,20 @@ def test_an_index_written_in_place_while_it_is_spliced_is_left_to_the_hand_that_
     assert not index.splice(folder, "agent", "coder", MOMENT, update, ["mem_00004.json"])
     assert path.read_bytes() == edited
     assert sorted(p.name for p in folder.iterdir()) == [index.INDEX_NAME]
+
+
+def test_an_index_that_cannot_be_read_is_not_spliced_and_left_as_it_is(
+        folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read error mid-search (an I/O error of the disk) is no splice: nothing is written
+    and the caller rebuilds the index from the files, as for any index it cannot splice."""
+    path = folder / index.INDEX_NAME
+    before = path.read_bytes()
+
+    def failing(fd: int, size: int, offset: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "pread", failing)
+    assert not index.splice(folder, "agent", "coder", MOMENT, lambda name, old: {**_entry(4), "size": 1},
+                            ["mem_00004.json"])
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == [index.INDEX_NAME]
