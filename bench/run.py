@@ -548,10 +548,13 @@ def writing_count(actions: dict[str, int]) -> int:
     return sum(v for k, v in actions.items() if k in ("merge", "summarize", "promote", "archive"))
 
 
-def session_x(res: JsonDict, phase: str, key: str = "seconds") -> float:
-    """A session-end pass as a multiple of the floor of the store it ran on (wall, or CPU)."""
+def session_x(res: JsonDict, phase: str, key: str = "seconds", real: bool = True) -> float:
+    """A session-end pass as a multiple of a floor (wall, or CPU): with `real`, the floor of
+    the store it ran on (`floor_real`, the copy after the real pass); else the run's floor,
+    the store as generated, which is how issue 18's own table divides its session-end pass
+    (2.00 s = 0.91x of the 2.20 s floor, measured after a real run of 68,177 actions)."""
     phases = res["phases"]
-    floor = phases.get("floor_real", phases["floor"])[key]
+    floor = phases.get("floor_real", phases["floor"])[key] if real else phases["floor"][key]
     return phases[phase][key] / max(floor, 1e-9)
 
 
@@ -617,12 +620,15 @@ ROWS: list[tuple[str, Callable[[JsonDict], str]]] = [
     ("dry-run warm: actions planned", lambda r: writing_actions(r, "dry_warm")),
     (f"floor of the real store (session-end floor), s (median [range] of {ROUNDS})",
      lambda r: fmt_rounds(r, "floor_real") if "floor_real" in r["phases"] else "n/a"),
-    (f"session-end pass, {SESSION_NEW} new in {SESSION_FOLDER}, s (median [range] of {ROUNDS}) (x floor)",
-     lambda r: f"{fmt_rounds(r, 'session_end')} ({session_x(r, 'session_end'):.2f}x; "
-               f"cpu {session_x(r, 'session_end', 'cpu_s'):.2f}x)"),
+    (f"session-end pass, {SESSION_NEW} new in {SESSION_FOLDER}, s (median [range] of {ROUNDS}) "
+     "(x floor; x floor of the real store)",
+     lambda r: f"{fmt_rounds(r, 'session_end')} ({session_x(r, 'session_end', real=False):.2f}x; "
+               f"{session_x(r, 'session_end'):.2f}x; cpu {session_x(r, 'session_end', 'cpu_s', False):.2f}x; "
+               f"{session_x(r, 'session_end', 'cpu_s'):.2f}x)"),
     ("  whole process incl. start-up, s", lambda r: fmt_s(r["phases"]["session_end"]["process_s"])),
     ("  planted duplicates merged", fmt_session("session_end")),
-    (f"session-end pass, {SESSION_NEW} new spread over all folders, s (median [range] of {ROUNDS}) (x floor)",
+    (f"session-end pass, {SESSION_NEW} new spread over all folders, s (median [range] of {ROUNDS}) "
+     "(x floor of the real store)",
      lambda r: f"{fmt_rounds(r, 'session_spread')} ({session_x(r, 'session_spread'):.2f}x; "
                f"cpu {session_x(r, 'session_spread', 'cpu_s'):.2f}x)"),
     ("  whole process incl. start-up, s", lambda r: fmt_s(r["phases"]["session_spread"]["process_s"])),
@@ -679,30 +685,36 @@ def target_rows(res: JsonDict) -> list[str]:
         return verdict(x_floor(res, phase) <= most,
                        f"{x_floor(res, phase):.2f}x; cpu {x_floor(res, phase, 'cpu_s'):.2f}x")
 
-    def session(phase: str) -> str:
-        return verdict(session_x(res, phase) <= MAX_SESSION_X_FLOOR,
-                       f"{session_x(res, phase):.2f}x; cpu {session_x(res, phase, 'cpu_s'):.2f}x")
+    def session(phase: str, real: bool) -> str:
+        ratio = session_x(res, phase, real=real)
+        return verdict(ratio <= MAX_SESSION_X_FLOOR,
+                       f"{ratio:.2f}x; cpu {session_x(res, phase, 'cpu_s', real):.2f}x")
 
     def seconds(phase: str, key: str) -> str:
         return verdict(phases[phase][key] < MAX_SESSION_S, f"{phases[phase][key]:.3f} s")
 
-    return [plan("dry_warm", MAX_PLAN_X_FLOOR), plan("dry_indexed", MAX_COLD_X_FLOOR), session("session_end"),
+    return [plan("dry_warm", MAX_PLAN_X_FLOOR), plan("dry_indexed", MAX_COLD_X_FLOOR),
+            session("session_end", False),
             "n/a (nothing applied)" if ms is None else verdict(ms <= MAX_APPLY_MS, f"{ms:.2f} ms"),
             verdict(top < MAX_PEAK_MB, f"{top:.0f} MB"),
-            plan("dry_cold", MAX_COLD_X_FLOOR), session("session_spread"),
+            plan("dry_cold", MAX_COLD_X_FLOOR), session("session_end", True), session("session_spread", True),
             seconds("session_end", "seconds"), seconds("session_end", "process_s")]
 
 
 TARGET_LABELS = (
     f"dry run, steady state (caches from a real run) <= {MAX_PLAN_X_FLOOR:g}x floor",
     f"dry run, cold (after reindex, no caches) <= {MAX_COLD_X_FLOOR:g}x floor",
-    f"session-end pass ({SESSION_NEW} new in one folder) <= {MAX_SESSION_X_FLOOR:g}x floor",
+    f"session-end pass ({SESSION_NEW} new in one folder) <= {MAX_SESSION_X_FLOOR:g}x floor "
+    "(the issue's: as generated)",
     f"apply <= {MAX_APPLY_MS:g} ms per action, fsyncs included",
     f"peak memory < {MAX_PEAK_MB:g} MB (stated for 100,000)",
 )
 STRICT_LABELS = (
     f"dry run, first ever (no indices either) <= {MAX_COLD_X_FLOOR:g}x floor",
-    f"session-end pass, {SESSION_NEW} new spread over every folder <= {MAX_SESSION_X_FLOOR:g}x floor",
+    f"session-end pass ({SESSION_NEW} new in one folder) <= {MAX_SESSION_X_FLOOR:g}x floor "
+    "of the store it runs on",
+    f"session-end pass, {SESSION_NEW} new spread over every folder <= {MAX_SESSION_X_FLOOR:g}x floor "
+    "of the store it runs on",
     f"session-end pass < {MAX_SESSION_S:g} s (in process)",
     f"session-end pass < {MAX_SESSION_S:g} s (whole process incl. start-up)",
 )

@@ -4,7 +4,7 @@ the files still match them), session_end only what changed and its duplicate can
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memcli.consolidate import rules, since
 from memcli.consolidate.planbase import PlannerBase
@@ -15,12 +15,16 @@ from memcli.store.model import Memory
 from memcli.store.reading import FolderFiles
 from memcli.store.store import Folder, FolderScan, Problem
 
+if TYPE_CHECKING:
+    from memcli.consolidate.trustahead import TrustAhead
+
 
 class FolderLoading(PlannerBase):
     """Puts memories into the simulated store, and signs what a real run rewrites."""
 
     _files: FolderFiles | None = None  # the folder a full run is planning: its files' reads
     _read_files = False  # the folder loaded last: some of its memories read from their files
+    _trust: TrustAhead | None = None  # a full pass's worker checking folders' entries ahead
 
     def _sign_rewritten(self) -> None:
         """Memories this run rewrites get their new signatures now, in bulk, so that the cache
@@ -45,7 +49,10 @@ class FolderLoading(PlannerBase):
         only if a rule needs its text or rewrites it."""
         # entries=False: the files read become memories, not index entries as well
         read_from = planned.started()
-        scan = self.store.scan(folder, load=False, entries=False, compare=False, names=names)
+        # (the worker's word, `trustahead`, holds for the listing it was given: `names`)
+        vouched = self._trust.vouched(folder.rel) if self._trust is not None and names is not None else None
+        scan = self.store.scan(folder, load=False, entries=False, compare=False, names=names,
+                               vouched=vouched)
         if self.opts.warm_caches:  # a real run: its recording need not read these files again
             ticket = planned.save(folder, scan, read_from)
             if ticket is not None:

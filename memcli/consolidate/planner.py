@@ -90,6 +90,10 @@ class Planner(LaterRules):
             listings: dict[str, list[str]] = {}
             twins = self._twins = self.store.duplicate_ids(listings)
             helper = self._helper = self._start_helper(folders, listings)
+            if helper is None and self.opts.trigger in WHOLE_STORE and self.vectors is None:
+                from memcli.consolidate.trustahead import TrustAhead
+
+                self._trust = TrustAhead.start(self.store, folders, listings)
             try:
                 for position, folder in enumerate(folders):
                     self._next_rel = folders[position + 1].rel if position + 1 < len(folders) else None
@@ -107,6 +111,9 @@ class Planner(LaterRules):
                 raise
             finally:
                 self._helper = None
+                if self._trust is not None:
+                    self._trust.stop()
+                    self._trust = None
             if helper is not None:
                 helper.finish(time.monotonic() + FINISH_S)
             self.plan.covered = [f.rel for f in folders]

@@ -121,7 +121,7 @@ class Worker:
     def wanted() -> bool:
         """Whether a worker may be started now (`parallel.helper_now`: a second core idle at
         this moment, unless `MEMCLI_JOBS` says) and no thread runs in this process. The
-        worker runs at the lowest priority (`_lowest_priority`), so beside work that starts
+        worker runs at the lowest priority (`lowest_priority`), so beside work that starts
         meanwhile it takes only the CPU that work leaves."""
         from memcli.consolidate import parallel
 
@@ -144,7 +144,7 @@ class Worker:
             return None
 
         def body() -> None:
-            _lowest_priority()
+            lowest_priority()
             for p, first in parts.items():  # first: this process needs them soonest
                 assert stat_rows is not None
                 count = len(snaps[p].names)  # type: ignore[union-attr]
@@ -218,7 +218,7 @@ class Worker:
             os.waitpid(pid, 0)
 
 
-def _lowest_priority() -> None:
+def lowest_priority() -> None:
     """(The worker.) Run only on CPU nothing else wants: `SCHED_IDLE` where there is one (a
     task of any other priority runs first), else the highest niceness. A worker beside other
     work would otherwise take a share of this pass's own core; starved, it costs the pass

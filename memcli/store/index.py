@@ -95,20 +95,27 @@ def _sorted_len(text: str) -> int:
     return sorted_len(text)
 
 
-def load(folder: Path) -> dict[str, Any] | None:
-    """The folder's index, or None when missing. Raises ValueError when it is unreadable."""
+def load(folder: Path, identity: list[int] | None = None) -> dict[str, Any] | None:
+    """The folder's index, or None when missing. Raises ValueError when it is unreadable.
+    `identity`, when given, is filled with the identity of the file parsed
+    (`indexmark.identity`: the same before and after the read), or left empty when the file
+    changed while it was read."""
     path = folder / INDEX_NAME
     try:
         fd = fsops.open_regular(path)  # never a link, never a FIFO (an OSError)
     except FileNotFoundError:
         return None
     with os.fdopen(fd, "rb", buffering=0) as handle:
+        before = os.fstat(fd)
         # a large index read and parsed a batch at a time: never whole in memory as bytes either
         data = _by_batches(iter(lambda: handle.read(BATCH_BYTES), b"")) \
-            if os.fstat(fd).st_size >= BATCH_FROM else None
+            if before.st_size >= BATCH_FROM else None
         if data is None:
             handle.seek(0)
             data = _whole(handle.readall())  # orjson.JSONDecodeError is a ValueError
+        if identity is not None:
+            mark = indexmark.identity(before)
+            identity[:] = mark if indexmark.identity(os.fstat(fd)) == mark else []
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise ValueError("not an index (no 'entries' list)")
     if not all([type(e) is dict for e in data["entries"]]):

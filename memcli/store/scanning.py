@@ -69,7 +69,7 @@ class FolderScanning(FileReading):
     def scan(self, folder: Folder, load: bool = True, entries: bool = True,
              lastrun: lastrun.Snapshot | None = None, compare: bool = True,
              names: list[str] | None = None, keep: bool = True,
-             known: list[dict[str, Any]] | None = None) -> FolderScan:
+             known: list[dict[str, Any]] | None = None, vouched: list[int] | None = None) -> FolderScan:
         """Read a folder: its files (the truth) reconciled with its index (a cache).
         With load=False, files whose index entry matches size and mtime are not read; with
         entries=False (planning), no index entries are built for the files read, only their
@@ -77,17 +77,26 @@ class FolderScanning(FileReading):
         run hashes come from the last-run snapshot when given (a tenth of the index's bytes).
         keep=False (re-indexing): the memories read are not kept, only their entries.
         `known` (with load=False): entries made from the files since the index was saved (see
-        `memcli.store.planned`), trusted as index entries are: while size and mtime match."""
+        `memcli.store.planned`), trusted as index entries are: while size and mtime match.
+        `vouched` (with load=False, not `known`): the identity of the index file whose entries
+        another process found to be the files `names` exactly (`vouch`, a moment before):
+        while the index is still that file, its entries are taken without the `lstat` of each
+        file, as they would be after it."""
         problems: list[Problem] = []
         if self._unreadable(folder, problems):
             return FolderScan(folder, [], {}, problems, None, False, unreadable=True)
         if not entries and lastrun is not None:
             return self._read_all(folder, lastrun, problems)
-        saved = self._load_index(folder, problems)
+        identity: list[int] | None = [] if vouched and not load and not known else None
+        saved = self._load_index(folder, problems, identity)
         names = self.memory_names(folder) if names is None else names
+        listed = (saved or {}).get("entries", [])
+        if identity and identity == vouched and isinstance(listed, list) and not problems:
+            drift = not compare or (saved or {}).get("entry_count") != len(listed)
+            return FolderScan(folder, list(listed), {}, problems, saved, drift,
+                              {str(e["id"]): e.get("run_hash") for e in listed})
         stats: list[os.stat_result | None] = (self._stat_all(folder, names, problems) if not load
                                               else [None] * len(names))
-        listed = (saved or {}).get("entries", [])
         if not load and isinstance(listed, list) and _all_trusted(listed, names, stats):
             drift = not compare or (saved or {}).get("entry_count") != len(listed)
             return FolderScan(folder, list(listed), {}, problems, saved, drift,
@@ -306,9 +315,26 @@ class FolderScanning(FileReading):
         problems.append(Problem(self.rel(folder.path), _UNREADABLE_FOLDER, "unreadable"))
         return True
 
-    def _load_index(self, folder: Folder, problems: list[Problem]) -> dict[str, Any] | None:
+    def vouch(self, folder: Folder, names: list[str]) -> list[int] | None:
+        """The identity of the folder's index file (`index.load`) when its entries are the
+        files `names` exactly, each with its file's size and mtime and every field a run plans
+        from (what `scan(load=False)` finds before it takes them all as they are); else None
+        (anything else: the scan then looks at the files itself)."""
+        if self._unreadable(folder, []):
+            return None
+        problems: list[Problem] = []
+        identity: list[int] = []
+        saved = self._load_index(folder, problems, identity)
+        listed = (saved or {}).get("entries")
+        if problems or not identity or not isinstance(listed, list):
+            return None
+        stats = self._stat_all(folder, names, problems)
+        return identity if not problems and _all_trusted(listed, names, stats) else None
+
+    def _load_index(self, folder: Folder, problems: list[Problem],
+                    identity: list[int] | None = None) -> dict[str, Any] | None:
         try:
-            return index.load(folder.path)
+            return index.load(folder.path) if identity is None else index.load(folder.path, identity)
         except (OSError, ValueError) as exc:
             problems.append(Problem(self.rel(folder.path / index.INDEX_NAME),
                                     f"unreadable index, rebuilt from the files ({exc})",
