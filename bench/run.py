@@ -61,6 +61,9 @@ SESSION_FOLDER = "agent/agent0"  # the one-agent session writes here
 # harness itself (tests/test_bench.py), not figures to report.
 ROUNDS = max(1, int(os.environ.get("MEMCLI_BENCH_ROUNDS", "3") or 3))
 STARTUP_ROUNDS = 2 * ROUNDS + 1
+# The floors, every ratio's denominator, take more rounds: one reading of 0.3-0.5 s moves by up
+# to a third from one round to the next on this shared machine, and a ratio moves with it.
+FLOOR_ROUNDS = 2 * ROUNDS + 1
 PHASE_ORDER = ("floor", "dry_cold", "reindex", "dry_indexed", "real", "dry_warm", "floor_real",
                "session_end", "session_spread")
 JsonDict = dict[str, Any]
@@ -269,14 +272,14 @@ def run_phase(phase: str, store: Path) -> JsonDict:
 
 
 def run_rounds(phase: str, store: Path, before: Callable[[int], Any] | None = None,
-               same: bool = False) -> JsonDict:
+               same: bool = False, rounds: int = ROUNDS) -> JsonDict:
     """A phase run ROUNDS times (each after `before(round)`), reported by its median run: on
     this shared machine one timing of the same work can be off by a third. Every round's time
     is kept, and the highest peak; the merges of all rounds, or with `same` (a dry run, which
     leaves the store as it found it, so that each round is the same first run) those of the
     first, with `same_plan` saying whether every round planned the same merge groups."""
     results = []
-    for k in range(ROUNDS):
+    for k in range(rounds):
         if before is not None:
             before(k)
         results.append(run_phase(phase, store))
@@ -320,7 +323,9 @@ def bench_size(n: int, base: Path, keep: bool, shape: str = "huge") -> JsonDict:
     planted = generate.generate(store, n, shape=shape, jobs=os.cpu_count() or 1)
     result: JsonDict = {"n": n, "shape": shape, "generate_s": time.perf_counter() - started,
                         "planted": len(planted)}
-    phases: JsonDict = {"floor": run_rounds("floor", store)}
+    if hasattr(os, "sync"):  # (the floor is not read while the new store is written out)
+        os.sync()
+    phases: JsonDict = {"floor": run_rounds("floor", store, rounds=FLOOR_ROUNDS)}
     before = file_set(store)
     # (the dry runs leave no index and no cache: each round is the first run again)
     phases["dry_cold"] = run_rounds("dry_cold", store, same=True)
@@ -331,7 +336,7 @@ def bench_size(n: int, base: Path, keep: bool, shape: str = "huge") -> JsonDict:
     phases["real"] = run_phase("real", real)
     phases["dry_warm"] = run_rounds("dry_warm", real)
     sessions: dict[str, list[tuple[str, str]]] = {"session_end": [], "session_spread": []}
-    phases["floor_real"] = run_rounds("floor", real)  # the session-end floor: the store it runs on
+    phases["floor_real"] = run_rounds("floor", real, rounds=FLOOR_ROUNDS)  # the store the passes run on
     phases["session_end"] = run_rounds("session_end", real, lambda k: sessions["session_end"].extend(
         generate.add_session(real, SESSION_NEW, folder=SESSION_FOLDER, seed=23 + k)[1]))
     phases["session_spread"] = run_rounds("session_spread", real, lambda k: sessions["session_spread"].extend(
@@ -600,7 +605,8 @@ ROWS: list[tuple[str, Callable[[JsonDict], str]]] = [
     ("shape", lambda r: str(r.get("shape", "huge"))),
     ("memories", lambda r: f"{r['n']:,}"),
     ("planted near-duplicate pairs", lambda r: str(r["planted"])),
-    (f"floor: read + parse every file, s (median [range] of {ROUNDS})", lambda r: fmt_rounds(r, "floor")),
+    (f"floor: read + parse every file, s (median [range] of {FLOOR_ROUNDS})",
+     lambda r: fmt_rounds(r, "floor")),
     (f"dry-run cold (no indices, no signature cache), s (median [range] of {ROUNDS}) (x floor)",
      timed_x("dry_cold")),
     ("reindex, s", lambda r: fmt_s(r["phases"]["reindex"]["seconds"])),
@@ -618,7 +624,7 @@ ROWS: list[tuple[str, Callable[[JsonDict], str]]] = [
     ("real pass: fsyncs (time in fsync)", fmt_fsyncs),
     (f"dry-run warm (after the real pass), s (median [range] of {ROUNDS}) (x floor)", timed_x("dry_warm")),
     ("dry-run warm: actions planned", lambda r: writing_actions(r, "dry_warm")),
-    (f"floor of the real store (session-end floor), s (median [range] of {ROUNDS})",
+    (f"floor of the real store (session-end floor), s (median [range] of {FLOOR_ROUNDS})",
      lambda r: fmt_rounds(r, "floor_real") if "floor_real" in r["phases"] else "n/a"),
     (f"session-end pass, {SESSION_NEW} new in {SESSION_FOLDER}, s (median [range] of {ROUNDS}) "
      "(x floor; x floor of the real store)",
