@@ -90,10 +90,11 @@ class Planner(LaterRules):
             listings: dict[str, list[str]] = {}
             twins = self._twins = self.store.duplicate_ids(listings)
             helper = self._helper = self._start_helper(folders, listings)
-            if helper is None and self.opts.trigger in WHOLE_STORE and self.vectors is None:
+            if self.opts.trigger in WHOLE_STORE and self.vectors is None:
                 from memcli.consolidate.trustahead import TrustAhead
 
-                self._trust = TrustAhead.start(self.store, folders, listings)
+                helped = (helper.position, (helper.in_fd, helper.out_fd)) if helper is not None else ((), ())
+                self._trust = TrustAhead.start(self.store, folders, listings, *helped)
             try:
                 for position, folder in enumerate(folders):
                     self._next_rel = folders[position + 1].rel if position + 1 < len(folders) else None

@@ -4,13 +4,14 @@ A full pass takes each folder's memories from its index while every entry still 
 file (SPEC 1: the same size and mtime): a `lstat` of every file and a comparison of the lists
 (`FolderScanning.scan`), about a fifth of a steady-state dry run's CPU at the long shape, all
 of it in the planner's one process. Where no helper searches beside the planner (a
-steady-state run: its pair caches leave little to search; a real run) and a second core is
-idle, a forked worker does that check for the run's folders after the first, in the run's
-order, and reports for each the identity of the index file it found exact (`vouch`). The
-planner, when it comes to the folder, takes the entries without looking at the files again
-while its index is still that very file (`scan(vouched=...)`); a folder not reported by then
-(the worker slow, stuck, gone, or the folder not exact) it checks itself, as a serial pass
-does. The worker writes nothing and leaves with `os._exit`; it runs at the lowest priority.
+steady-state run: its pair caches leave little to search; a real run), or it searches only a
+few folders, and a second core is idle, a forked worker does that check for the run's other
+folders after the first, in the run's order, and reports for each the identity of the index
+file it found exact (`vouch`). The planner, when it comes to the folder, takes the entries
+without looking at the files again while its index is still that very file
+(`scan(vouched=...)`); a folder not reported by then (the worker slow, stuck, gone, or the
+folder not exact) it checks itself, as a serial pass does. The worker writes nothing and
+leaves with `os._exit`; it runs at the lowest priority.
 
 Messages, worker to planner: one line a folder, ``"<position> <dev> <ino> <size> <mtime_ns>
 <ctime_ns>"``, or ``"<position> -"`` (not exact: the planner looks itself).
@@ -22,6 +23,7 @@ import contextlib
 import os
 import select
 import signal
+from collections.abc import Collection
 
 from memcli.store.store import Folder, Store
 
@@ -38,14 +40,20 @@ class TrustAhead:
         self._partial = b""
 
     @classmethod
-    def start(cls, store: Store, folders: list[Folder], listings: dict[str, list[str]]) -> TrustAhead | None:
+    def start(cls, store: Store, folders: list[Folder], listings: dict[str, list[str]],
+              helped: Collection[str] = (), closes: Collection[int] = ()) -> TrustAhead | None:
         """Fork the worker for the folders after the first that have a listing (the names the
-        planner will take them with); None when there are too few files to be worth it, no
-        core is idle now, or no process can be forked."""
+        planner will take them with) and are not the helper's (`helped`: a cold run's helper
+        searches every folder it takes, and keeps the second core busy; a steady-state run's
+        takes only a folder with no pair cache yet, as one a real run's promotions created);
+        None when those hold too few files to be worth it, no core is idle now, or no
+        process can be forked. `closes`: descriptors of this process the worker closes (the
+        helper's pipes)."""
         from memcli.consolidate import parallel
         from memcli.consolidate.since import lowest_priority
 
-        share = [(p, listings[f.rel]) for p, f in enumerate(folders) if p and f.rel in listings]
+        share = [(p, listings[f.rel]) for p, f in enumerate(folders)
+                 if p and f.rel in listings and f.rel not in helped]
         if sum(len(names) for _, names in share) < MIN_FILES:
             return None
         if not parallel.helper_now() or not parallel.may_fork():
@@ -62,7 +70,7 @@ class TrustAhead:
                 line = f"{p} -" if identity is None else " ".join(map(str, [p, *identity]))
                 os.write(write, f"{line}\n".encode())  # (under PIPE_BUF: written whole)
 
-        pid = parallel.fork_child(body, [read])
+        pid = parallel.fork_child(body, [read, *closes])
         os.close(write)
         if pid is None:
             os.close(read)
@@ -120,4 +128,3 @@ def _report(line: bytes) -> tuple[int | None, list[int] | None]:
     except ValueError:
         pass
     return None, None
-

@@ -38,7 +38,7 @@ def _steady(tmp_path: Path, n: int = 600) -> Path:
 
 
 def _reset(seen: dict[str, Any]) -> None:
-    seen.update(started=0, pids=[], vouched=0, stat=0)
+    seen.update(started=0, pids=[], vouched=0, stat=0, shares=[])
 
 
 def _plan(root: Path) -> str:
@@ -63,16 +63,17 @@ def worked(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(trustahead, "MIN_FILES", 0)
     monkeypatch.setattr(parallel, "may_fork", lambda: True)
     monkeypatch.setenv(parallel.JOBS_ENV, "2")
-    seen: dict[str, Any] = {"started": 0, "pids": [], "vouched": 0, "stat": 0}
+    seen: dict[str, Any] = {"started": 0, "pids": [], "vouched": 0, "stat": 0, "shares": []}
     real_start, real_vouched = trustahead.TrustAhead.start, trustahead.TrustAhead.vouched
     real_scan, real_stat = FolderScanning.scan, FolderScanning._stat_all
     parent = os.getpid()
 
-    def start(store: Any, folders: Any, listings: Any) -> Any:
-        worker = real_start(store, folders, listings)
+    def start(store: Any, folders: Any, listings: Any, *rest: Any) -> Any:
+        worker = real_start(store, folders, listings, *rest)
         if worker is not None:
             seen["started"] += 1
             seen["pids"].append(worker.pid)
+            seen["shares"].append(set(worker.positions))
         return worker
 
     def vouched(self: Any, rel: str) -> Any:
@@ -302,3 +303,46 @@ def test_reports_that_are_not_lines_of_numbers_are_ignored() -> None:
     assert trustahead._report(b"2 1 2 3 4 5") == (2, [1, 2, 3, 4, 5])
     for line in (b"", b"x -", b"2 1 2 3", b"2 1 2 3 4 y", b"\xff\xfe"):
         assert trustahead._report(line) == (None, None)
+
+
+@pytest.mark.slow
+def test_a_helper_for_one_folder_leaves_the_others_to_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 worked: dict[str, Any]) -> None:
+    """A steady-state run whose helper searches one folder with no pair cache yet (as one a
+    real run's promotions created) still has the worker check the other folders; a cold run,
+    whose helper takes every folder, has none (three busy processes on two cores)."""
+    from memcli.consolidate import ahead
+    from memcli.store.paircache import PAIRS_NAME
+
+    monkeypatch.setenv(ahead.HELPER_ENV, "1")
+    root = _steady(tmp_path)
+    folders = len(Store(root).memory_folders())
+    (root / ".cache" / "folders" / "global" / PAIRS_NAME).unlink()
+    _reset(worked)
+    monkeypatch.setenv(parallel.JOBS_ENV, "1")
+    serial = _plan(root)
+    monkeypatch.setenv(parallel.JOBS_ENV, "2")
+    helpers: list[Any] = []
+    real_start = ahead.start
+
+    def counted(rels: list[str], body: Any) -> Any:
+        helpers.append(rels)
+        return real_start(rels, body)
+
+    monkeypatch.setattr(ahead, "start", counted)
+    assert _plan(root) == serial
+    assert helpers == [["global"]]
+    assert worked["started"] == 1 and worked["vouched"] == folders - 2  # not the first, not global
+    assert "global" not in worked["shares"][0]
+    assert all(_reaped(pid) for pid in worked["pids"])
+
+    for cached in (root / ".cache" / "folders").rglob(PAIRS_NAME):
+        cached.unlink()
+    _reset(worked)
+    assert _plan(root) == serial
+    cold = set(helpers[1])
+    assert len(helpers) == 2 and len(cold) >= folders - 1  # (not a folder under ahead.AHEAD_MIN)
+    assert all(share.isdisjoint(cold) for share in worked["shares"])
+    monkeypatch.setattr(trustahead, "MIN_FILES", 6_000)  # (what is left: a few promoted memories)
+    _plan(root)
+    assert len(helpers) == 3 and worked["started"] == len(worked["shares"]) <= 1
