@@ -14,7 +14,8 @@ folder not exact) it checks itself, as a serial pass does. The worker writes not
 leaves with `os._exit`; it runs at the lowest priority.
 
 Messages, worker to planner: one line a folder, ``"<position> <dev> <ino> <size> <mtime_ns>
-<ctime_ns>"``, or ``"<position> -"`` (not exact: the planner looks itself).
+<ctime_ns> <kb>"``, or ``"<position> - <kb>"`` (not exact: the planner looks itself), where
+``kb`` is the worker's private memory then (`parallel.private_kb`, for the benchmark's peak).
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ import select
 import signal
 from collections.abc import Collection
 
+from memcli.consolidate import parallel
 from memcli.store.store import Folder, Store
 
 MIN_FILES = 6_000  # memory files in the run's folders after the first: fewer, and the fork
 # and the messages cost about what the worker spares (a folder of 5,000 files: ~25 ms)
+MAX_FILES = 20_000  # a folder with more is left to the planner: the worker's parse of its index
+# would add to the planner's memory at the run's peak (the helper's bound, `ahead.AHEAD_MAX`)
 
 
 class TrustAhead:
@@ -49,11 +53,10 @@ class TrustAhead:
         None when those hold too few files to be worth it, no core is idle now, or no
         process can be forked. `closes`: descriptors of this process the worker closes (the
         helper's pipes)."""
-        from memcli.consolidate import parallel
         from memcli.consolidate.since import lowest_priority
 
         share = [(p, listings[f.rel]) for p, f in enumerate(folders)
-                 if p and f.rel in listings and f.rel not in helped]
+                 if p and f.rel in listings and f.rel not in helped and len(listings[f.rel]) <= MAX_FILES]
         if sum(len(names) for _, names in share) < MIN_FILES:
             return None
         if not parallel.helper_now() or not parallel.may_fork():
@@ -67,7 +70,8 @@ class TrustAhead:
             lowest_priority()
             for p, names in share:
                 identity = store.vouch(folders[p], names)
-                line = f"{p} -" if identity is None else " ".join(map(str, [p, *identity]))
+                # (its private memory after each folder, for the benchmark's peak: `parallel`)
+                line = " ".join(map(str, [p, *(identity or "-"), parallel.private_kb()]))
                 os.write(write, f"{line}\n".encode())  # (under PIPE_BUF: written whole)
 
         pid = parallel.fork_child(body, [read, *closes])
@@ -97,9 +101,10 @@ class TrustAhead:
                     return
                 *lines, self._partial = (self._partial + chunk).split(b"\n")
                 for line in lines:
-                    p, identity = _report(line)
+                    p, identity, kb = _report(line)
                     if p is not None:
                         self.reports[p] = identity
+                        parallel.workers_peak_kb = max(parallel.workers_peak_kb, kb)
         except OSError:
             self.stop()
 
@@ -116,15 +121,16 @@ class TrustAhead:
             os.waitpid(pid, 0)
 
 
-def _report(line: bytes) -> tuple[int | None, list[int] | None]:
-    """(position, identity or None) from one line; (None, None) for anything malformed."""
+def _report(line: bytes) -> tuple[int | None, list[int] | None, int]:
+    """(position, identity or None, the worker's private KB) from one line; (None, None, 0)
+    for anything malformed."""
     parts = line.split()
     try:
-        if len(parts) == 2 and parts[1] == b"-":
-            return int(parts[0]), None
-        if len(parts) == 6:
+        if len(parts) == 3 and parts[1] == b"-":
+            return int(parts[0]), None, int(parts[2])
+        if len(parts) == 7:
             numbers = [int(v) for v in parts]
-            return numbers[0], numbers[1:]
+            return numbers[0], numbers[1:6], numbers[6]
     except ValueError:
         pass
-    return None, None
+    return None, None, 0

@@ -280,6 +280,21 @@ def test_a_worker_that_fails_costs_only_time(tmp_path: Path, monkeypatch: pytest
     assert _plan(root) == serial and worked["started"] == started
 
 
+def test_the_worker_reports_its_memory_and_leaves_a_folder_over_max_files_to_the_planner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worked: dict[str, Any]) -> None:
+    root = _steady(tmp_path, 300)
+    _reset(worked)
+    monkeypatch.setattr(parallel, "workers_peak_kb", 0)
+    sizes = {f.rel: len(Store(root).memory_names(f)) for f in Store(root).memory_folders()}
+    largest = max(list(sizes)[1:], key=sizes.__getitem__)
+    monkeypatch.setattr(trustahead, "MAX_FILES", sizes[largest] - 1)
+    _plan(root)
+    assert worked["started"] == 1 and largest not in worked["shares"][0]
+    assert worked["shares"][0] == {rel for rel in list(sizes)[1:] if sizes[rel] < sizes[largest]}
+    if os.path.exists("/proc/self/smaps_rollup"):
+        assert parallel.workers_peak_kb > 0
+
+
 def test_no_worker_under_min_files_on_one_core_or_beside_a_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   worked: dict[str, Any]) -> None:
     root = _steady(tmp_path, 300)
@@ -299,10 +314,10 @@ def test_no_worker_under_min_files_on_one_core_or_beside_a_helper(tmp_path: Path
 
 
 def test_reports_that_are_not_lines_of_numbers_are_ignored() -> None:
-    assert trustahead._report(b"3 -") == (3, None)
-    assert trustahead._report(b"2 1 2 3 4 5") == (2, [1, 2, 3, 4, 5])
-    for line in (b"", b"x -", b"2 1 2 3", b"2 1 2 3 4 y", b"\xff\xfe"):
-        assert trustahead._report(line) == (None, None)
+    assert trustahead._report(b"3 - 900") == (3, None, 900)
+    assert trustahead._report(b"2 1 2 3 4 5 800") == (2, [1, 2, 3, 4, 5], 800)
+    for line in (b"", b"3 -", b"x - 1", b"2 1 2 3 4 5", b"2 1 2 3 4 y 7", b"\xff\xfe"):
+        assert trustahead._report(line) == (None, None, 0)
 
 
 @pytest.mark.slow
