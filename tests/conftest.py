@@ -344,3 +344,24 @@ def record_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(Store, "_read_record", spy)
     return names
+
+
+def reaped(pid: int) -> bool:
+    """Whether the forked child `pid` is gone and waited for (a worker never left behind)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def dry_plan(root: Path) -> str:
+    """A dry run's outcome as sorted JSON, its timings left out: equal for equal plans."""
+    import json
+
+    from memcli.consolidate import engine
+    from memcli.store.store import Store
+
+    out = engine.consolidate(Store(root), dry_run=True).to_json()
+    out["stats"] = {k: v for k, v in out["stats"].items() if not k.endswith("_ms")}
+    return json.dumps(out, sort_keys=True, default=str)

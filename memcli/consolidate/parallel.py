@@ -22,7 +22,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 JOBS_ENV = "MEMCLI_JOBS"
@@ -146,7 +146,7 @@ def run_shares(work: Callable[[list[int]], dict[int, Any]], split: list[list[int
             done.update(work(share) if found is None else found)
     finally:
         for pid, fd, _ in started:  # (the parent's own share failed: the workers are not waited for)
-            _stop(pid, fd)
+            stop_child(pid, fd)
     return done
 
 
@@ -174,25 +174,31 @@ def fork_child(body: Callable[[], None], closes: Sequence[int]) -> int | None:
     return pid
 
 
-def _start(work: Callable[[list[int]], dict[int, Any]], share: list[int]) -> tuple[int, int] | None:
-    """A worker doing `share`, as (pid, the read end of its pipe); None when none can be forked."""
+def fork_writer(body: Callable[[int], None], closes: Iterable[int] = ()) -> tuple[int, int] | None:
+    """A child (`fork_child`, also closing `closes`) running `body(fd)`, fd the write end of a
+    pipe to this process: (its pid, the read end); None when no pipe or child can be made."""
     try:
         read, write = os.pipe()
     except OSError:
         return None
-
-    def body() -> None:
-        data = pickle.dumps((work(share), private_kb()), protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write, view):]
-
-    pid = fork_child(body, [read])
+    pid = fork_child(lambda: body(write), [read, *closes])
     os.close(write)
     if pid is None:
         os.close(read)
         return None
     return pid, read
+
+
+def _start(work: Callable[[list[int]], dict[int, Any]], share: list[int]) -> tuple[int, int] | None:
+    """A worker doing `share`, as (pid, the read end of its pipe); None when none can be forked."""
+
+    def body(write: int) -> None:
+        data = pickle.dumps((work(share), private_kb()), protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write, view):]
+
+    return fork_writer(body)
 
 
 def _collect(pid: int, fd: int, deadline: float) -> dict[int, Any] | None:
@@ -203,7 +209,7 @@ def _collect(pid: int, fd: int, deadline: float) -> dict[int, Any] | None:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                _stop(pid, fd)
+                stop_child(pid, fd)
                 return None
             chunk = os.read(fd, 1 << 20)
             if not chunk:
@@ -255,7 +261,9 @@ def _reap(pid: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
-def _stop(pid: int, fd: int) -> None:
+def stop_child(pid: int, fd: int) -> None:
+    """End a forked child whose pipe to this process is `fd`: killed if still at work, its
+    pipe closed, then waited for (never left behind)."""
     try:
         os.kill(pid, signal.SIGKILL)
     except OSError:
@@ -264,5 +272,8 @@ def _stop(pid: int, fd: int) -> None:
         os.close(fd)
     except OSError:
         pass
-    _reap(pid)
+    try:
+        _reap(pid)
+    except OSError:  # (interrupted, or not this process's child)
+        pass
 

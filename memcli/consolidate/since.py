@@ -7,7 +7,6 @@ import contextlib
 import functools
 import os
 import select
-import signal
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -138,12 +137,7 @@ class Worker:
             return None
         from memcli.consolidate import parallel
 
-        try:
-            read, write = os.pipe()
-        except OSError:
-            return None
-
-        def body() -> None:
+        def body(write: int) -> None:
             lowest_priority()
             for p, first in parts.items():  # first: this process needs them soonest
                 assert stat_rows is not None
@@ -165,12 +159,8 @@ class Worker:
                     line = f"{p} {result.count} {result.stamp[0]} {result.stamp[1]}"
                 os.write(write, f"{line}\n".encode())
 
-        pid = parallel.fork_child(body, [read])
-        os.close(write)
-        if pid is None:
-            os.close(read)
-            return None
-        return cls(pid, read, set(share), parts)
+        forked = parallel.fork_writer(body)
+        return None if forked is None else cls(*forked, set(share), parts)
 
     def part(self, p: int) -> tuple[int, list[int]] | None:
         """What the worker has reported of folder p's part by now (never waited for): the
@@ -209,13 +199,10 @@ class Worker:
         """End the worker, once: killed if still at work, then waited for."""
         if self.pid < 0:
             return
+        from memcli.consolidate import parallel
+
         pid, self.pid = self.pid, -1
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.waitpid(pid, 0)
+        parallel.stop_child(pid, self.fd)
 
 
 def lowest_priority() -> None:

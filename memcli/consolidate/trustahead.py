@@ -20,10 +20,8 @@ Messages, worker to planner: one line a folder, ``"<position> <dev> <ino> <size>
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
-import signal
 from collections.abc import Collection
 
 from memcli.consolidate import parallel
@@ -61,12 +59,7 @@ class TrustAhead:
             return None
         if not parallel.helper_now() or not parallel.may_fork():
             return None
-        try:
-            read, write = os.pipe()
-        except OSError:
-            return None
-
-        def body() -> None:
+        def body(write: int) -> None:
             lowest_priority()
             for p, names in share:
                 identity = store.vouch(folders[p], names)
@@ -74,12 +67,8 @@ class TrustAhead:
                 line = " ".join(map(str, [p, *(identity or "-"), parallel.private_kb()]))
                 os.write(write, f"{line}\n".encode())  # (under PIPE_BUF: written whole)
 
-        pid = parallel.fork_child(body, [read, *closes])
-        os.close(write)
-        if pid is None:
-            os.close(read)
-            return None
-        return cls(pid, read, {folders[p].rel: p for p, _ in share})
+        forked = parallel.fork_writer(body, closes)
+        return None if forked is None else cls(*forked, {folders[p].rel: p for p, _ in share})
 
     def vouched(self, rel: str) -> list[int] | None:
         """The identity of folder `rel`'s index file as the worker found it exact, if it has
@@ -113,12 +102,7 @@ class TrustAhead:
         if self.pid < 0:
             return
         pid, self.pid = self.pid, -1
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.waitpid(pid, 0)
+        parallel.stop_child(pid, self.fd)
 
 
 def _report(line: bytes) -> tuple[int | None, list[int] | None, int]:

@@ -20,6 +20,8 @@ from memcli.consolidate.plantypes import RunOptions
 from memcli.consolidate.similar import ALL_PAIRS_MAX, tag_filter
 from memcli.store import memories
 from memcli.store.store import Store
+from tests.conftest import dry_plan as _plan
+from tests.conftest import reaped
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -111,12 +113,6 @@ def test_a_block_searched_in_pieces_finds_what_it_finds_whole(tmp_path: Path,
 # ---------------------------------------------------------------- the helper in a dry run
 
 
-def _plan(root: Path) -> str:
-    out = engine.consolidate(Store(root), dry_run=True).to_json()
-    out["stats"] = {k: v for k, v in out["stats"].items() if not k.endswith("_ms")}
-    return json.dumps(out, sort_keys=True, default=str)
-
-
 @pytest.fixture
 def helped(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Helper on for small folders, whatever the machine's load; counts what the helper sent
@@ -160,14 +156,6 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, int]]:
     return found
 
 
-def _reaped(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
-
-
 @pytest.mark.slow
 def test_plans_are_the_same_with_the_helper_as_without(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        helped: dict[str, int]) -> None:
@@ -183,7 +171,7 @@ def test_plans_are_the_same_with_the_helper_as_without(tmp_path: Path, monkeypat
     assert '"merge"' in serial and files[3].name in serial and helped["started"] == 0
     monkeypatch.setenv(parallel.JOBS_ENV, "2")
     assert _plan(root) == serial
-    assert helped["started"] == 1 and helped["found"] > 0 and _reaped(helped["pids"])
+    assert helped["started"] == 1 and helped["found"] > 0 and reaped(helped["pids"])
 
     monkeypatch.setattr(parallel, "WAIT_MIN_S", 0.3)
     monkeypatch.setattr(parallel, "WAIT_FACTOR", 1.0)
@@ -204,7 +192,7 @@ def test_plans_are_the_same_with_the_helper_as_without(tmp_path: Path, monkeypat
     for how in ("exit", "hang", "raise"):
         monkeypatch.setattr(merging.DuplicateMerging, "_search_job", broken(how))
         assert _plan(root) == serial, how
-        assert _reaped(helped["pids"]), how
+        assert reaped(helped["pids"]), how
     monkeypatch.setattr(merging.DuplicateMerging, "_search_job", real_job)
 
     parent = os.getpid()
@@ -223,7 +211,7 @@ def test_plans_are_the_same_with_the_helper_as_without(tmp_path: Path, monkeypat
         os.write(self.out_fd, b"\xff\xff\x00\x00garbage")
 
     monkeypatch.setattr(ahead.Channel, "send", garbage)
-    assert _plan(root) == serial and _reaped(helped["pids"])
+    assert _plan(root) == serial and reaped(helped["pids"])
     assert sorted(str(p) for p in root.rglob("*")) == before
 
 
@@ -294,7 +282,7 @@ def test_the_planners_failure_stops_the_helper(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(planner.Planner, "summarize_verbose", fails)
     with pytest.raises(KeyboardInterrupt):
         engine.consolidate(Store(root), dry_run=True)
-    assert helped["started"] == 1 and _reaped(helped["pids"])
+    assert helped["started"] == 1 and reaped(helped["pids"])
 
 
 def test_a_helper_that_cannot_be_forked_leaves_the_search_to_the_planner(
@@ -415,4 +403,4 @@ def test_a_helper_whose_jobs_differ_is_not_used(tmp_path: Path, monkeypatch: pyt
 
         monkeypatch.setattr(merging.DuplicateMerging, "_jobs", jobs)
         assert _plan(root) == serial, how
-        assert _reaped(helped["pids"]), how
+        assert reaped(helped["pids"]), how

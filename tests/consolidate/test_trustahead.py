@@ -17,6 +17,8 @@ import pytest
 from memcli.consolidate import engine, parallel, trustahead
 from memcli.store import index, memories
 from memcli.store.store import FolderScanning, Store
+from tests.conftest import dry_plan as _plan
+from tests.conftest import reaped
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -39,20 +41,6 @@ def _steady(tmp_path: Path, n: int = 600) -> Path:
 
 def _reset(seen: dict[str, Any]) -> None:
     seen.update(started=0, pids=[], vouched=0, stat=0, shares=[])
-
-
-def _plan(root: Path) -> str:
-    out = engine.consolidate(Store(root), dry_run=True).to_json()
-    out["stats"] = {k: v for k, v in out["stats"].items() if not k.endswith("_ms")}
-    return json.dumps(out, sort_keys=True, default=str)
-
-
-def _reaped(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
 
 
 @pytest.fixture
@@ -208,7 +196,7 @@ def test_plans_are_the_same_with_the_worker_as_without(tmp_path: Path, monkeypat
     worked["stat"] = 0
     assert _plan(root) == serial
     assert worked["started"] == 1 and worked["vouched"] == folders - 1 and worked["stat"] == 1
-    assert all(_reaped(pid) for pid in worked["pids"])
+    assert all(reaped(pid) for pid in worked["pids"])
 
     late = sorted((root / "global").glob("mem_*.json"))[2]  # changed since the real run
     data = json.loads(late.read_text())
@@ -241,7 +229,7 @@ def test_a_real_run_with_the_worker_does_what_a_serial_one_does(tmp_path: Path, 
         return [{k: v for k, v in a.items() if k not in ("run_id",)} for a in out["actions"]]
 
     assert shown(helped) == shown(serial)
-    assert all(_reaped(pid) for pid in worked["pids"])
+    assert all(reaped(pid) for pid in worked["pids"])
 
 
 def test_a_worker_that_fails_costs_only_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -269,7 +257,7 @@ def test_a_worker_that_fails_costs_only_time(tmp_path: Path, monkeypatch: pytest
     for how in ("exit", "raise", "garbage"):
         monkeypatch.setattr(FolderScanning, "vouch", broken(how))
         assert _plan(root) == serial, how
-        assert all(_reaped(pid) for pid in worked["pids"]), how
+        assert all(reaped(pid) for pid in worked["pids"]), how
     assert worked["vouched"] == 0
 
     def cannot_fork(body: Any, closes: Any) -> None:
@@ -349,7 +337,7 @@ def test_a_helper_for_one_folder_leaves_the_others_to_the_worker(tmp_path: Path,
     assert helpers == [["global"]]
     assert worked["started"] == 1 and worked["vouched"] == folders - 2  # not the first, not global
     assert "global" not in worked["shares"][0]
-    assert all(_reaped(pid) for pid in worked["pids"])
+    assert all(reaped(pid) for pid in worked["pids"])
 
     for cached in (root / ".cache" / "folders").rglob(PAIRS_NAME):
         cached.unlink()
