@@ -59,6 +59,7 @@ class TrustAhead:
             return None
         if not parallel.helper_now() or not parallel.may_fork():
             return None
+
         def body(write: int) -> None:
             lowest_priority()
             for p, names in share:
