@@ -30,7 +30,9 @@ from memcli.store.store import Folder, Store
 MIN_FILES = 6_000  # memory files in the run's folders after the first: fewer, and the fork
 # and the messages cost about what the worker spares (a folder of 5,000 files: ~25 ms)
 MAX_FILES = 20_000  # a folder with more is left to the planner: the worker's parse of its index
-# would add to the planner's memory at the run's peak (the helper's bound, `ahead.AHEAD_MAX`)
+# would add to the planner's memory at the run's peak (the helper's bound, `ahead.AHEAD_MAX`);
+# and a run with such a folder starts no worker at all: the planner's peak is that folder's
+# (the mix at 100,000: 420 MB for its 56,000 memories), and the worker's memory would add to it
 
 
 class TrustAhead:
@@ -48,24 +50,29 @@ class TrustAhead:
         planner will take them with) and are not the helper's (`helped`: a cold run's helper
         searches every folder it takes, and keeps the second core busy; a steady-state run's
         takes only a folder with no pair cache yet, as one a real run's promotions created);
-        None when those hold too few files to be worth it, no core is idle now, or no
-        process can be forked. `closes`: descriptors of this process the worker closes (the
-        helper's pipes)."""
+        None when those hold too few files to be worth it, a folder of the run holds more
+        than `MAX_FILES`, no core is idle now, or no process can be forked. `closes`:
+        descriptors of this process the worker closes (the helper's pipes)."""
         from memcli.consolidate.since import lowest_priority
 
         share = [(p, listings[f.rel]) for p, f in enumerate(folders)
-                 if p and f.rel in listings and f.rel not in helped and len(listings[f.rel]) <= MAX_FILES]
-        if sum(len(names) for _, names in share) < MIN_FILES:
+                 if p and f.rel in listings and f.rel not in helped]
+        if sum(len(names) for _, names in share) < MIN_FILES or max(map(len, listings.values())) > MAX_FILES:
             return None
         if not parallel.helper_now() or not parallel.may_fork():
             return None
 
         def body(write: int) -> None:
             lowest_priority()
+            largest, kb = 0, 0
             for p, names in share:
                 identity = store.vouch(folders[p], names)
-                # (its private memory after each folder, for the benchmark's peak: `parallel`)
-                line = " ".join(map(str, [p, *(identity or "-"), parallel.private_kb()]))
+                # its private memory after the largest folder so far, for the benchmark's peak
+                # (`parallel.workers_peak_kb`): not after each, as /proc walks every page of the
+                # process to say (milliseconds for a fork of a run holding 1,000,000 names)
+                if len(names) > largest:
+                    largest, kb = len(names), parallel.private_kb()
+                line = " ".join(map(str, [p, *(identity or "-"), kb]))
                 os.write(write, f"{line}\n".encode())  # (under PIPE_BUF: written whole)
 
         forked = parallel.fork_writer(body, closes)
