@@ -91,13 +91,10 @@ class FolderScanning(FileReading):
         saved = self._load_index(folder, problems, identity)
         names = self.memory_names(folder) if names is None else names
         listed = (saved or {}).get("entries", [])
-        if identity and identity == vouched and isinstance(listed, list) and not problems:
-            drift = not compare or (saved or {}).get("entry_count") != len(listed)
-            return FolderScan(folder, list(listed), {}, problems, saved, drift,
-                              {str(e["id"]): e.get("run_hash") for e in listed})
-        stats: list[os.stat_result | None] = (self._stat_all(folder, names, problems) if not load
-                                              else [None] * len(names))
-        if not load and isinstance(listed, list) and _all_trusted(listed, names, stats):
+        taken = bool(identity) and identity == vouched and not problems  # (the worker's word)
+        stats: list[os.stat_result | None] = (
+            [] if taken else self._stat_all(folder, names, problems) if not load else [None] * len(names))
+        if not load and isinstance(listed, list) and (taken or _all_trusted(listed, names, stats)):
             drift = not compare or (saved or {}).get("entry_count") != len(listed)
             return FolderScan(folder, list(listed), {}, problems, saved, drift,
                               {str(e["id"]): e.get("run_hash") for e in listed})
@@ -334,7 +331,7 @@ class FolderScanning(FileReading):
     def _load_index(self, folder: Folder, problems: list[Problem],
                     identity: list[int] | None = None) -> dict[str, Any] | None:
         try:
-            return index.load(folder.path) if identity is None else index.load(folder.path, identity)
+            return index.load(folder.path, identity)
         except (OSError, ValueError) as exc:
             problems.append(Problem(self.rel(folder.path / index.INDEX_NAME),
                                     f"unreadable index, rebuilt from the files ({exc})",

@@ -465,9 +465,9 @@ def index_loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     loads: list[Path] = []
     original = index.load
 
-    def spy(folder: Path) -> dict[str, Any] | None:
+    def spy(folder: Path, identity: list[int] | None = None) -> dict[str, Any] | None:
         loads.append(folder)
-        return original(folder)
+        return original(folder, identity)
 
     monkeypatch.setattr(index, "load", spy)
     return loads
