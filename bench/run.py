@@ -13,8 +13,9 @@ make next, and a session-end pass after 20 new memories. It then computes the re
 planted duplicates and the MRPC figures, prints one table and writes it as Markdown into
 --out, between its own markers (`<!-- run:begin/end -->`): the rest of the file is kept.
 Every time is also given as a ratio to the floor of the same store, measured in the same run,
-so that figures from a loaded machine still compare. Start-up of `memcli --help` and of a bare
-`python -c pass` are measured once per run.
+so that figures from a loaded machine still compare; the targets' phases also read a floor
+just before and after each round, and are judged by the median of those paired ratios.
+Start-up of `memcli --help` and of a bare `python -c pass` are measured once per run.
 See bench/README.md.
 """
 
@@ -272,18 +273,31 @@ def run_phase(phase: str, store: Path) -> JsonDict:
 
 
 def run_rounds(phase: str, store: Path, before: Callable[[int], Any] | None = None,
-               same: bool = False, rounds: int = ROUNDS) -> JsonDict:
+               same: bool = False, rounds: int = ROUNDS, paired: Path | None = None) -> JsonDict:
     """A phase run ROUNDS times (each after `before(round)`), reported by its median run: on
     this shared machine one timing of the same work can be off by a third. Every round's time
     is kept, and the highest peak; the merges of all rounds, or with `same` (a dry run, which
     leaves the store as it found it, so that each round is the same first run) those of the
-    first, with `same_plan` saying whether every round planned the same merge groups."""
+    first, with `same_plan` saying whether every round planned the same merge groups.
+
+    With `paired` (a store), the floor of that store is also read before each round and after
+    the last, and each round is divided by the mean of the two floors around it: `paired_x`
+    holds those ratios. The machine's speed drifts by a third or more over minutes (the
+    floors are read minutes before some phases), and a ratio taken within seconds cancels the
+    drift that a ratio of two medians read minutes apart keeps."""
     results = []
+    floors = [run_phase("floor", paired)["seconds"]] if paired is not None else []
     for k in range(rounds):
         if before is not None:
             before(k)
         results.append(run_phase(phase, store))
+        if paired is not None:
+            floors.append(run_phase("floor", paired)["seconds"])
     median = dict(sorted(results, key=lambda r: r["seconds"])[len(results) // 2])
+    if paired is not None:
+        median["paired_x"] = [r["seconds"] / max((floors[k] + floors[k + 1]) / 2, 1e-9)
+                              for k, r in enumerate(results)]
+        median["paired_floors"] = floors
     median.update(rounds=[r["seconds"] for r in results],
                   cpu_s=sorted(r["cpu_s"] for r in results)[len(results) // 2],
                   process_s=sorted(r["process_s"] for r in results)[len(results) // 2],
@@ -328,17 +342,17 @@ def bench_size(n: int, base: Path, keep: bool, shape: str = "huge") -> JsonDict:
     phases: JsonDict = {"floor": run_rounds("floor", store, rounds=FLOOR_ROUNDS)}
     before = file_set(store)
     # (the dry runs leave no index and no cache: each round is the first run again)
-    phases["dry_cold"] = run_rounds("dry_cold", store, same=True)
+    phases["dry_cold"] = run_rounds("dry_cold", store, same=True, paired=store)
     result["dry_run_wrote"] = sorted(file_set(store) - before)
     phases["reindex"] = run_phase("reindex", store)
-    phases["dry_indexed"] = run_rounds("dry_indexed", store, same=True)
+    phases["dry_indexed"] = run_rounds("dry_indexed", store, same=True, paired=store)
     copy_store(store, real)
     phases["real"] = run_phase("real", real)
-    phases["dry_warm"] = run_rounds("dry_warm", real)
+    phases["dry_warm"] = run_rounds("dry_warm", real, paired=store)
     sessions: dict[str, list[tuple[str, str]]] = {"session_end": [], "session_spread": []}
     phases["floor_real"] = run_rounds("floor", real, rounds=FLOOR_ROUNDS)  # the store the passes run on
     phases["session_end"] = run_rounds("session_end", real, lambda k: sessions["session_end"].extend(
-        generate.add_session(real, SESSION_NEW, folder=SESSION_FOLDER, seed=23 + k)[1]))
+        generate.add_session(real, SESSION_NEW, folder=SESSION_FOLDER, seed=23 + k)[1]), paired=store)
     phases["session_spread"] = run_rounds("session_spread", real, lambda k: sessions["session_spread"].extend(
         generate.add_session(real, SESSION_NEW, seed=29 + k)[1]))
     result["phases"] = phases
@@ -522,8 +536,32 @@ def x_floor(res: JsonDict, phase: str, key: str = "seconds") -> float:
     return phases[phase][key] / max(phases["floor"][key], 1e-9)
 
 
+def paired_x(res: JsonDict, phase: str) -> float | None:
+    """The median of a phase's rounds each divided by the floors read just before and after
+    it (`run_rounds(paired=...)`), or None when its floors were not paired."""
+    ratios = res["phases"][phase].get("paired_x")
+    return sorted(ratios)[len(ratios) // 2] if ratios else None
+
+
+def target_x(res: JsonDict, phase: str, real: bool = False) -> float:
+    """The ratio a target is judged by: the paired one where the phase has it (see
+    `run_rounds`), else its median over the floor's median."""
+    found = paired_x(res, phase)
+    if found is not None:
+        return found
+    return x_floor(res, phase) if phase.startswith("dry_") else session_x(res, phase, real=real)
+
+
+def fmt_paired(res: JsonDict, phase: str) -> str:
+    """"; paired 2.85x [2.61-3.10]": the paired ratios' median and range, or ""."""
+    ratios = res["phases"][phase].get("paired_x")
+    if not ratios:
+        return ""
+    return f"; paired {paired_x(res, phase):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]"
+
+
 def timed_x(phase: str) -> Callable[[JsonDict], str]:
-    return lambda r: (f"{fmt_rounds(r, phase)} ({x_floor(r, phase):.2f}x; "
+    return lambda r: (f"{fmt_rounds(r, phase)} ({x_floor(r, phase):.2f}x{fmt_paired(r, phase)}; "
                       f"cpu {x_floor(r, phase, 'cpu_s'):.2f}x)")
 
 
@@ -628,8 +666,9 @@ ROWS: list[tuple[str, Callable[[JsonDict], str]]] = [
      lambda r: fmt_rounds(r, "floor_real") if "floor_real" in r["phases"] else "n/a"),
     (f"session-end pass, {SESSION_NEW} new in {SESSION_FOLDER}, s (median [range] of {ROUNDS}) "
      "(x floor; x floor of the real store)",
-     lambda r: f"{fmt_rounds(r, 'session_end')} ({session_x(r, 'session_end', real=False):.2f}x; "
-               f"{session_x(r, 'session_end'):.2f}x; cpu {session_x(r, 'session_end', 'cpu_s', False):.2f}x; "
+     lambda r: f"{fmt_rounds(r, 'session_end')} ({session_x(r, 'session_end', real=False):.2f}x"
+               f"{fmt_paired(r, 'session_end')}; {session_x(r, 'session_end'):.2f}x; "
+               f"cpu {session_x(r, 'session_end', 'cpu_s', False):.2f}x; "
                f"{session_x(r, 'session_end', 'cpu_s'):.2f}x)"),
     ("  whole process incl. start-up, s", lambda r: fmt_s(r["phases"]["session_end"]["process_s"])),
     ("  planted duplicates merged", fmt_session("session_end")),
@@ -688,13 +727,18 @@ def target_rows(res: JsonDict) -> list[str]:
     top, _ = peak(res)
 
     def plan(phase: str, most: float) -> str:
-        return verdict(x_floor(res, phase) <= most,
-                       f"{x_floor(res, phase):.2f}x; cpu {x_floor(res, phase, 'cpu_s'):.2f}x")
+        ratio = target_x(res, phase)
+        return verdict(ratio <= most, f"{ratio:.2f}x{_unpaired(x_floor(res, phase), phase)}; "
+                                      f"cpu {x_floor(res, phase, 'cpu_s'):.2f}x")
 
     def session(phase: str, real: bool) -> str:
-        ratio = session_x(res, phase, real=real)
+        ratio = session_x(res, phase, real=real) if real else target_x(res, phase)
+        unpaired = "" if real else _unpaired(session_x(res, phase, real=False), phase)
         return verdict(ratio <= MAX_SESSION_X_FLOOR,
-                       f"{ratio:.2f}x; cpu {session_x(res, phase, 'cpu_s', real):.2f}x")
+                       f"{ratio:.2f}x{unpaired}; cpu {session_x(res, phase, 'cpu_s', real):.2f}x")
+
+    def _unpaired(ratio: float, phase: str) -> str:  # (shown beside a paired ratio)
+        return f", {ratio:.2f}x unpaired" if paired_x(res, phase) is not None else ""
 
     def seconds(phase: str, key: str) -> str:
         return verdict(phases[phase][key] < MAX_SESSION_S, f"{phases[phase][key]:.3f} s")

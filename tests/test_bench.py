@@ -114,6 +114,34 @@ def test_rounds_of_a_dry_run_report_whether_they_planned_the_same(monkeypatch: p
     assert differ["same_plan"] is False and differ["merges"] == [["a", "b"]]
 
 
+def test_paired_rounds_divide_each_round_by_the_floors_read_around_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `paired`, a floor is read before each round and after the last, in that order, on
+    the paired store; each round's ratio is over the mean of its two floors, and a target is
+    judged by their median (the unpaired ratio shown beside it)."""
+    calls: list[tuple[str, Path]] = []
+    times = {"floor": iter([0.3, 0.3, 0.4, 0.4]), "dry_indexed": iter([0.9, 1.2, 1.0])}
+
+    def phase(name: str, store: Path) -> dict[str, object]:
+        calls.append((name, store))
+        return {"phase": name, "seconds": next(times[name]), "cpu_s": 0.1, "process_s": 0.2, "peak_mb": 10.0}
+
+    monkeypatch.setattr(bench_run, "run_phase", phase)
+    found = bench_run.run_rounds("dry_indexed", Path("/run"), rounds=3, paired=Path("/generated"))
+    assert calls == [("floor", Path("/generated")), ("dry_indexed", Path("/run"))] * 3 + [
+        ("floor", Path("/generated"))]
+    assert found["paired_floors"] == [0.3, 0.3, 0.4, 0.4]
+    assert found["paired_x"] == pytest.approx([3.0, 1.2 / 0.35, 2.5])
+    res = {"phases": {"floor": {"seconds": 0.25, "cpu_s": 0.1}, "dry_indexed": found}}
+    assert bench_run.paired_x(res, "dry_indexed") == pytest.approx(3.0)
+    assert bench_run.target_x(res, "dry_indexed") == pytest.approx(3.0)  # not 1.0 / 0.25 = 4.0
+    assert "; paired 3.00x [2.50-3.43]" in bench_run.timed_x("dry_indexed")(res)
+    unpaired = {"phases": {"floor": {"seconds": 0.25, "cpu_s": 0.1},
+                           "dry_indexed": {k: v for k, v in found.items() if not k.startswith("paired")}}}
+    assert bench_run.paired_x(unpaired, "dry_indexed") is None
+    assert bench_run.target_x(unpaired, "dry_indexed") == pytest.approx(4.0)
+    assert "paired" not in bench_run.timed_x("dry_indexed")(unpaired)
+
+
 def test_pair_helpers() -> None:
     merges = [["a", "b", "c"], ["x", "y"]]
     assert bench_run.merged_pairs(merges) == {frozenset(p) for p in (("a", "b"), ("a", "c"), ("b", "c"),
