@@ -51,7 +51,11 @@ def test_a_batched_parse_is_the_whole_parse(small_batches: None, count: int) -> 
     assert list(batched) == list(orjson.loads(raw))  # the header's keys in the same order
 
 
-def test_repeated_values_are_one_object_and_equal(small_batches: None) -> None:
+@pytest.mark.parametrize("batched", [True, False])
+def test_repeated_values_are_one_object_and_equal(monkeypatch: pytest.MonkeyPatch, batched: bool) -> None:
+    monkeypatch.setattr(index, "SHARE_VALUES_FROM", 0)
+    monkeypatch.setattr(index, "BATCH_FROM", 0 if batched else 1 << 30)
+    monkeypatch.setattr(index, "BATCH_BYTES", 700)
     entries = index.parsed(saved([entry(n) for n in range(30)]))["entries"]
     assert entries == orjson.loads(saved([entry(n) for n in range(30)]))["entries"]
     assert len({id(e["type"]) for e in entries}) == 1
@@ -59,6 +63,25 @@ def test_repeated_values_are_one_object_and_equal(small_batches: None) -> None:
     assert len({id(e["tags"][0]) for e in entries}) == 1
     assert all(e["updated_at"] is e["created_at"] for e in entries if e["updated_at"] is not None)
     assert len({id(e["tags"]) for e in entries}) == 30  # lists stay each entry's own
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_smaller_index_keeps_each_entrys_own_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      batched: bool) -> None:
+    """Below SHARE_VALUES_FROM bytes nothing is shared (a walk of every entry saved, a few MB at
+    most held more); from it on, loaded from a file as parsed from bytes, the values are."""
+    monkeypatch.setattr(index, "BATCH_FROM", 0 if batched else 1 << 30)
+    monkeypatch.setattr(index, "BATCH_BYTES", 700)
+    raw = saved([entry(n) for n in range(30)])
+    (tmp_path / index.INDEX_NAME).write_bytes(raw)
+    monkeypatch.setattr(index, "SHARE_VALUES_FROM", len(raw) + 1)
+    for entries in (index.parsed(raw)["entries"], index.load(tmp_path)["entries"]):
+        assert entries == orjson.loads(raw)["entries"]
+        assert len({id(e["type"]) for e in entries}) == 30
+    monkeypatch.setattr(index, "SHARE_VALUES_FROM", len(raw))
+    for entries in (index.parsed(raw)["entries"], index.load(tmp_path)["entries"]):
+        assert entries == orjson.loads(raw)["entries"]
+        assert len({id(e["type"]) for e in entries}) == 1
 
 
 # entries with objects nested in them that start as an entry does (`{"id":"`): a batch cut
