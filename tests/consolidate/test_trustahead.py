@@ -137,10 +137,10 @@ def test_index_load_gives_the_identity_of_the_file_it_parsed(store: Path, monkey
     assert index.load(folder.path, found) is not None and found == _identity(path)
     real_whole = index._whole
 
-    def edited_meanwhile(raw: bytes) -> Any:  # written in place while it is read
+    def edited_meanwhile(raw: bytes, *rest: Any) -> Any:  # written in place while it is read
         with open(path, "r+b") as handle:
             handle.write(raw[:1])
-        return real_whole(raw)
+        return real_whole(raw, *rest)
 
     monkeypatch.setattr(index, "_whole", edited_meanwhile)
     found = [1]
