@@ -1,5 +1,6 @@
 """Work split over the machine's cores: pieces of a folder's pair search run in forked worker
-processes while the parent does its own share, and the parent puts the results together.
+processes while the parent does its own share, and the parent puts the results together (and
+the forks, pipes and collection that `sharedplan`, `trustahead` and `since` build on).
 
 A worker is a fork of the planner as it stands (its folder loaded), so it needs nothing sent
 to it; it reads, signs and scores its share of the blocks, and sends back only the pairs found
@@ -141,7 +142,7 @@ def run_shares(work: Callable[[list[int]], dict[int, Any]], split: list[list[int
         deadline = time.monotonic() + max(WAIT_MIN_S, WAIT_FACTOR * (time.monotonic() - began))
         while started:
             pid, fd, share = started[0]
-            found = _collect(pid, fd, deadline)
+            found = collect(pid, fd, deadline)
             started.pop(0)
             done.update(work(share) if found is None else found)
     finally:
@@ -191,17 +192,24 @@ def fork_writer(body: Callable[[int], None], closes: Iterable[int] = ()) -> tupl
 
 def _start(work: Callable[[list[int]], dict[int, Any]], share: list[int]) -> tuple[int, int] | None:
     """A worker doing `share`, as (pid, the read end of its pipe); None when none can be forked."""
+    return start_worker(lambda: work(share))
+
+
+def start_worker(work: Callable[[], dict[int, Any]], closes: Iterable[int] = ()) -> tuple[int, int] | None:
+    """A worker (`fork_writer`) sending what `work()` returns, with its memory then, pickled
+    to this process, which reads it with `collect`: (its pid, the read end of its pipe); None
+    when none can be forked."""
 
     def body(write: int) -> None:
-        data = pickle.dumps((work(share), private_kb()), protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps((work(), private_kb()), protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(data)
         while view:
             view = view[os.write(write, view):]
 
-    return fork_writer(body)
+    return fork_writer(body, closes)
 
 
-def _collect(pid: int, fd: int, deadline: float) -> dict[int, Any] | None:
+def collect(pid: int, fd: int, deadline: float) -> dict[int, Any] | None:
     """What worker `pid` sent, once it has ended; None when it failed, died or was still at
     work at `deadline` (then stopped; the parent does its share)."""
     chunks: list[bytes] = []

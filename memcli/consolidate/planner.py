@@ -79,44 +79,26 @@ class Planner(LaterRules):
         """Every rule over the run's scope. A full run goes folder by folder: no rule looks
         across folders (duplicates are per folder; a promotion only adds a fresh copy), so each
         folder's memories are let go once its rules are done, which keeps memory flat however
-        large the store. The plan is then put in rule order (a stable sort keeps folder order)."""
+        large the store; a whole-store dry run may plan a share of its folders on a second
+        core (:mod:`memcli.consolidate.sharedplan`). The plan is then put in rule order (a
+        stable sort keeps folder order)."""
         if self.opts.trigger == "session_end":
             self.load()
             self._apply_rules()
             self._count_protected()
             self._sign_rewritten()
         else:
+            from memcli.consolidate import sharedplan
+
             folders = self._scope_folders()
             listings: dict[str, list[str]] = {}
             twins = self._twins = self.store.duplicate_ids(listings)
-            helper = self._helper = self._start_helper(folders, listings)
-            if self.opts.trigger in WHOLE_STORE and self.vectors is None:
-                from memcli.consolidate.trustahead import TrustAhead
-
-                helped = (helper.position, (helper.in_fd, helper.out_fd)) if helper is not None else ((), ())
-                self._trust = TrustAhead.start(self.store, folders, listings, *helped)
-            try:
-                for position, folder in enumerate(folders):
-                    self._next_rel = folders[position + 1].rel if position + 1 < len(folders) else None
-                    if position == 0:
-                        self._helper_go(folder.rel)
-                    self._load_folder(folder, twins, listings.pop(folder.rel, None))  # then let go
-                    self._apply_rules()
-                    if helper is not None and folder.rel in helper.position:
-                        helper.forget(helper.position[folder.rel])  # (a folder with no block)
-                    self._release(folder)
-                    self._progress("planning", position + 1, len(folders))
-            except BaseException:
-                if helper is not None:
-                    helper.stop()
-                raise
-            finally:
-                self._helper = None
-                if self._trust is not None:
-                    self._trust.stop()
-                    self._trust = None
-            if helper is not None:
-                helper.finish(time.monotonic() + FINISH_S)
+            shares = sharedplan.split(self, folders, listings)
+            if shares is not None:
+                self._shared = True  # (each process plans its folders alone: no helper, no worker)
+                sharedplan.plan_shared(self, folders, twins, listings, shares)
+            else:
+                self._plan_folders(folders, twins, listings)
             self.plan.covered = [f.rel for f in folders]
             if self.opts.trigger in WHOLE_STORE and self.opts.folders is None:
                 # a whole-store run also covers a folder its promotions create: it saw (wrote)
@@ -126,6 +108,39 @@ class Planner(LaterRules):
             self.plan.memory_count = self._count_live()
         self.plan.flagged_done = [p for p in self.flagged if all(i in self.seen for i in p)]
         self.plan.actions.sort(key=lambda action: _RULE_RANK.get(action.type, 0))
+
+    def _plan_folders(self, folders: list[Folder], twins: dict[str, list[str]],
+                      listings: dict[str, list[str]]) -> None:
+        """The folders planned in order in this process, with the run's helper and worker
+        where they are wanted."""
+        helper = self._helper = self._start_helper(folders, listings)
+        if self.opts.trigger in WHOLE_STORE and self.vectors is None:
+            from memcli.consolidate.trustahead import TrustAhead
+
+            helped = (helper.position, (helper.in_fd, helper.out_fd)) if helper is not None else ((), ())
+            self._trust = TrustAhead.start(self.store, folders, listings, *helped)
+        try:
+            for position, folder in enumerate(folders):
+                self._next_rel = folders[position + 1].rel if position + 1 < len(folders) else None
+                if position == 0:
+                    self._helper_go(folder.rel)
+                self._load_folder(folder, twins, listings.pop(folder.rel, None))  # then let go
+                self._apply_rules()
+                if helper is not None and folder.rel in helper.position:
+                    helper.forget(helper.position[folder.rel])  # (a folder with no block)
+                self._release(folder)
+                self._progress("planning", position + 1, len(folders))
+        except BaseException:
+            if helper is not None:
+                helper.stop()
+            raise
+        finally:
+            self._helper = None
+            if self._trust is not None:
+                self._trust.stop()
+                self._trust = None
+        if helper is not None:
+            helper.finish(time.monotonic() + FINISH_S)
 
     def _start_helper(self, folders: list[Folder], listings: dict[str, list[str]]) -> ahead.Helper | None:
         """(A full dry run.) The helper process that searches folders' blocks beside the planner

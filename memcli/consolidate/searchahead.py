@@ -74,7 +74,7 @@ class SearchAhead(MergeGroups):
         Exact: a block's pairs and verdicts depend on its members' files alone, and the
         verdicts are used only while both memories are as they were found (:meth:`_known_guard`).
         A dry run only: a real run's pair search also fills the caches it leaves behind."""
-        if self.opts.warm_caches or self.vectors is not None:
+        if self.opts.warm_caches or self.vectors is not None or self._shared:
             return {}
         helper = self._helper
         k = helper.position.get(blocks[0][0].folder.rel) if helper is not None and blocks else None
@@ -113,6 +113,7 @@ class SearchAhead(MergeGroups):
     _next_rel: str | None = None  # the folder planned after this one
     _twins: dict[str, list[str]] = {}  # ids in two folders (Store.duplicate_ids), for the helper's loads
     _in_helper = False  # (this process is the helper)
+    _shared = False  # (the run's folders are shared out between two processes: `sharedplan`)
 
     def _helper_go(self, rel: str | None) -> None:
         """Let the helper start folder `rel` (when it is one of its): the planner has searched
