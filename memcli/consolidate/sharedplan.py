@@ -1,18 +1,21 @@
-"""A whole-store dry run planned on two cores, a share of its folders each.
+"""A whole-store dry run planned on two cores, each folder whole in one of two processes.
 
 No rule looks across folders (duplicates are per folder; a promotion only adds a fresh copy
 that the run does not plan again), so each folder's part of a plan (its actions, problems,
-memories counted and protected) depends on that folder alone and on what the run knew before
-its first folder. Where a second core is idle, a forked worker plans a share of the folders
-while the planner plans the others, each folder whole and once: load, merges, later rules.
-Each part is cut out of the planner's state as it is made (`FolderPart`), and the parts are
-put back in the run's folder order, as a serial run makes them: the same plan.
+memories counted and protected, flagged ids seen) depends on that folder alone and on what the
+run knew before its first folder. The names a folder's plan takes (archive names, promoted
+copies' ids) come from its own memories' ids, which no other folder holds (an id in two
+folders is left out of the run: `Store.duplicate_ids`). Where a second core is idle, the
+planner forks one worker, and the two take the run's folders one at a time, largest first,
+each the next folder left when it comes free (`_Claims`), and plan it whole: load, merges,
+later rules. Each part is cut out of the process's state as it is made (`FolderPart`), and the
+parts are put back in the run's folder order, as a serial run makes them: the same plan.
 
 Beside the helper of a cold run (:mod:`memcli.consolidate.ahead`, which shares one folder's
-pair search between two processes that both load it) and the worker of a steady one
-(:mod:`memcli.consolidate.trustahead`, which checks entries ahead), this loads and plans
-each folder in one process only: nothing is done twice. It needs folders enough to share
-(about equal halves by files), so a run of one large folder keeps the helper.
+pair search between two processes that both load that folder) and the worker of a steady one
+(:mod:`memcli.consolidate.trustahead`, which checks entries ahead), this loads and plans each
+folder in one process only: nothing is done twice. A folder at a time is coarser than the
+helper's jobs, so a run where one folder holds most of the files keeps the helper.
 
 A dry run only: a real run's planning also saves entries and caches that its apply reads
 back (`planned`, the signature and pair caches), which stay the planner's to make.
@@ -34,8 +37,8 @@ from memcli.store.store import Folder, Problem
 if TYPE_CHECKING:
     from memcli.consolidate.planner import Planner
 
-MIN_FILES = 6_000  # memory files in the run: fewer, and the fork and the parts' transfer cost
-# about what the second core spares
+MIN_FILES = 6_000  # memory files in the run: fewer, and the fork and the parts' transfer are a
+# larger share of a short run (the helper's and the workers' threshold; not measured at its edge)
 MAX_FILES = 20_000  # a folder with more: not shared (the two processes' peaks would add up,
 # and the largest folder sets the run's peak: the mix at 100,000, 420 MB for 56,000 memories)
 MAX_SHARE = 0.7  # one folder with more of the run's files: the helper shares it better (it
