@@ -79,8 +79,8 @@ class Planner(LaterRules):
         """Every rule over the run's scope. A full run goes folder by folder: no rule looks
         across folders (duplicates are per folder; a promotion only adds a fresh copy), so each
         folder's memories are let go once its rules are done, which keeps memory flat however
-        large the store; a whole-store dry run may plan a share of its folders on a second
-        core (:mod:`memcli.consolidate.sharedplan`). The plan is then put in rule order (a
+        large the store; a whole-store dry run may share its folders with a second process
+        (:mod:`memcli.consolidate.sharedplan`). The plan is then put in rule order (a
         stable sort keeps folder order)."""
         if self.opts.trigger == "session_end":
             self.load()
@@ -93,10 +93,10 @@ class Planner(LaterRules):
             folders = self._scope_folders()
             listings: dict[str, list[str]] = {}
             twins = self._twins = self.store.duplicate_ids(listings)
-            shares = sharedplan.split(self, folders, listings)
-            if shares is not None:
+            order = sharedplan.split(self, folders, listings)  # (None: planned here alone)
+            if order is not None:
                 self._shared = True  # (each process plans its folders alone: no helper, no worker)
-                sharedplan.plan_shared(self, folders, twins, listings, shares)
+                sharedplan.plan_shared(self, folders, twins, listings, order)
             else:
                 self._plan_folders(folders, twins, listings)
             self.plan.covered = [f.rel for f in folders]
