@@ -11,7 +11,8 @@ file it found exact (`vouch`). The planner, when it comes to the folder, takes t
 without looking at the files again while its index is still that very file
 (`scan(vouched=...)`); a folder not reported by then (the worker slow, stuck, gone, or the
 folder not exact) it checks itself, as a serial pass does. The worker writes nothing and
-leaves with `os._exit`; it runs at the lowest priority.
+leaves with `os._exit`; it runs at the lowest priority. A dry run whose folders are planned
+on two cores (`sharedplan`) starts none: each folder there is loaded by one process only.
 
 Messages, worker to planner: one line a folder, ``"<position> <dev> <ino> <size> <mtime_ns>
 <ctime_ns> <kb>"``, or ``"<position> - <kb>"`` (not exact: the planner looks itself), where
