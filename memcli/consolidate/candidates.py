@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -47,6 +48,13 @@ from memcli.consolidate.banding import (
     SHINGLE_CHARS,
     SIGNATURE_KIND,
 )
+
+try:  # the inner loop in C, built by `pip install` where a compiler is at hand (optional)
+    from memcli.consolidate import _signing  # type: ignore[attr-defined]
+except ImportError:
+    _signing = None
+if os.environ.get("MEMCLI_PURE_SIGNING"):  # (numpy alone: to compare the two ways)
+    _signing = None
 
 __all__ = [
     "DEFAULT_BANDS",
@@ -193,6 +201,21 @@ def _bin_minima(texts: list[str], bins: int) -> npt.NDArray[np.uint32]:
 
 def _bin_minima_into(texts: list[str], minima: npt.NDArray[np.uint32], work: _Work) -> None:
     """Fill `minima` (len(texts), bins) with the smallest quotient of each bin (``_MAX32``:
+    empty) for normalised texts (:func:`_bin_minima_numpy`): in C where the package's
+    extension was built (`_signing`, one loop over each text's characters), else with numpy."""
+    n = SHINGLE_CHARS
+    if n != 5:  # (both ways are written for 5-grams)
+        raise AssertionError("SHINGLE_CHARS is 5")
+    if not minima.flags.c_contiguous:  # (filled through a flat view)
+        raise ValueError("minima must be C-contiguous")
+    if _signing is not None and minima.dtype == _U32:
+        _signing.bin_minima_into(texts, minima, minima.shape[1])
+    else:
+        _bin_minima_numpy(texts, minima, work)
+
+
+def _bin_minima_numpy(texts: list[str], minima: npt.NDArray[np.uint32], work: _Work) -> None:
+    """Fill `minima` (len(texts), bins) with the smallest quotient of each bin (``_MAX32``:
     empty) for normalised texts: every shingle of a text (:data:`SHINGLE_CHARS`) is hashed (a
     polynomial in its code points, then the MurmurHash3 finaliser, mod 2**32), falls into bin
     ``hash % bins`` and offers ``hash // bins``.
@@ -209,11 +232,7 @@ def _bin_minima_into(texts: list[str], minima: npt.NDArray[np.uint32], work: _Wo
     operation over the chunk, into `work`'s arrays or in place (each temporary would be
     written and read once more, and allocated)."""
     n = SHINGLE_CHARS
-    if n != 5:  # (the two-step rolling below is written for 5-grams)
-        raise AssertionError("SHINGLE_CHARS is 5")
     bins = minima.shape[1]
-    if not minima.flags.c_contiguous:  # (filled through a flat view)
-        raise ValueError("minima must be C-contiguous")
     # (a space before the first text and enough after the last for every window to exist)
     joined = " " + " ".join(texts) + "    "
     points = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
