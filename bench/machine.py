@@ -19,7 +19,15 @@ def machine(root: Path) -> str:
     except OSError:
         pass
     return (f"{os.cpu_count()} CPUs, {mem_kb / 1024 / 1024:.1f} GiB RAM, Python "
-            f"{platform.python_version()}, {platform.system()} {platform.release()}, memcli {revision(root)}")
+            f"{platform.python_version()}, {platform.system()} {platform.release()}, "
+            f"memcli {revision(root)}, {signing()}")
+
+
+def signing() -> str:
+    """How this install signs texts: the C loop it built, or numpy alone (see the README)."""
+    from memcli.consolidate import candidates
+
+    return "signing in C" if candidates._signing is not None else "signing with numpy (no C extension)"
 
 
 def revision(root: Path) -> str:
