@@ -20,14 +20,16 @@ def machine(root: Path) -> str:
         pass
     return (f"{os.cpu_count()} CPUs, {mem_kb / 1024 / 1024:.1f} GiB RAM, Python "
             f"{platform.python_version()}, {platform.system()} {platform.release()}, "
-            f"memcli {revision(root)}, {signing()}")
+            f"memcli {revision(root)}, {c_loops()}")
 
 
-def signing() -> str:
-    """How this install signs texts: the C loop it built, or numpy alone (see the README)."""
+def c_loops() -> str:
+    """Which of memcli's optional C loops this install runs (see the README's "Choices")."""
     from memcli.consolidate import candidates
+    from memcli.store import scanning
 
-    return "signing in C" if candidates._signing is not None else "signing with numpy (no C extension)"
+    built = [name for name, found in (("signing", candidates._signing), ("lstat", scanning._lstat)) if found]
+    return f"C loops: {', '.join(built) or 'none (MEMCLI_PURE, or no compiler at install)'}"
 
 
 def revision(root: Path) -> str:

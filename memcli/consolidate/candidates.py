@@ -53,7 +53,7 @@ try:  # the inner loop in C, built by `pip install` where a compiler is at hand 
     from memcli.consolidate import _signing  # type: ignore[attr-defined]
 except ImportError:
     _signing = None
-if os.environ.get("MEMCLI_PURE_SIGNING"):  # (numpy alone: to compare the two ways)
+if os.environ.get("MEMCLI_PURE"):  # (none of memcli's C loops: to compare the two ways)
     _signing = None
 
 __all__ = [

@@ -4,17 +4,30 @@ trusted here spares reading its file; anything not plainly trusted makes the fil
 
 from __future__ import annotations
 
-import os
 import re
 from array import array
 from itertools import chain
-from typing import Any
+from typing import Any, Protocol
 
 from memcli.store import lastrun
 from memcli.store.model import is_valid_id
 
 
-def differ_in_place(names: list[str], stats: list[os.stat_result | None],
+class FileStat(Protocol):
+    """What a scan keeps of a file's lstat: FileStat, or the three-field result of the
+    C loop scans take where it was built (`memcli/store/_lstat.c`)."""
+
+    @property
+    def st_mode(self) -> int: ...
+
+    @property
+    def st_size(self) -> int: ...
+
+    @property
+    def st_mtime_ns(self) -> int: ...
+
+
+def differ_in_place(names: list[str], stats: list[FileStat | None],
                     snap: lastrun.Snapshot) -> list[str]:
     """The names whose stat differs from the snapshot row of the same position. Compared as
     whole lists first (in C): a folder nobody touched costs no per-file Python."""
@@ -31,7 +44,7 @@ def differ_in_place(names: list[str], stats: list[os.stat_result | None],
             if st is None or not snap.trusted(i, st.st_size, st.st_mtime_ns)]
 
 
-def differ_with_new(names: list[str], stats: list[os.stat_result | None],
+def differ_with_new(names: list[str], stats: list[FileStat | None],
                     snap: lastrun.Snapshot) -> list[str]:
     """Files were added (a session wrote memories): the new ones differ, the others are
     compared as in `differ_in_place` when they are exactly the snapshot's files."""
@@ -44,12 +57,12 @@ def differ_with_new(names: list[str], stats: list[os.stat_result | None],
     return sorted(added + differ_in_place(known, known_stats, snap))
 
 
-def trusted(snap: lastrun.Snapshot, name: str, st: os.stat_result) -> bool:
+def trusted(snap: lastrun.Snapshot, name: str, st: FileStat) -> bool:
     row = snap.row(name)
     return row is not None and snap.trusted(row, st.st_size, st.st_mtime_ns)
 
 
-def all_trusted(entries: list[Any], names: list[str], stats: list[os.stat_result | None]) -> bool:
+def all_trusted(entries: list[Any], names: list[str], stats: list[FileStat | None]) -> bool:
     """Whether the index entries are the folder's files exactly, in order, each with its
     file's size and mtime and every field a run plans from: what scan(load=False) checks a
     file at a time, checked as whole lists (a warm run's common case, and a cold one's)."""
@@ -82,7 +95,7 @@ def ids_ok(ids: list[Any]) -> bool:
 
 
 def trusted_names(old: dict[Any, dict[str, Any]], names: list[str],
-                  stats: list[os.stat_result | None]) -> set[str]:
+                  stats: list[FileStat | None]) -> set[str]:
     """The names whose entry in `old` still describes the file: the same size and mtime, and
     every field a run plans from. Checked as whole lists (this runs for every file of a scan
     that is not all trusted: a real run's recording of each folder it changed), then entry by

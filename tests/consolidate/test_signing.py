@@ -97,8 +97,9 @@ def test_c_refuses_texts_that_are_not_a_list_of_str() -> None:
         _C.bin_minima_into(["ab", "cd"], out, 0)  # type: ignore[union-attr]
 
 
-def test_memcli_pure_signing_takes_the_numpy_way() -> None:
-    code = "from memcli.consolidate import candidates; print(candidates._signing is None)"
-    env = {**os.environ, "MEMCLI_PURE_SIGNING": "1"}
+def test_memcli_pure_takes_the_python_ways() -> None:
+    code = ("from memcli.consolidate import candidates; from memcli.store import scanning; "
+            "print(candidates._signing is None, scanning._lstat is None)")
+    env = {**os.environ, "MEMCLI_PURE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
+    assert out.stdout.strip() == "True True"
