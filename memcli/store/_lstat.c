@@ -79,18 +79,25 @@ static PyObject *make_stat(const struct stat *st)
 static PyObject *lstat_all(PyObject *self, PyObject *args)
 {
     int dir_fd;
-    PyObject *names;
-    if (!PyArg_ParseTuple(args, "iO!", &dir_fd, &PyList_Type, &names))
+    PyObject *given;
+    if (!PyArg_ParseTuple(args, "iO!", &dir_fd, &PyList_Type, &given))
         return NULL;
+    /* (a copy: a path-like name's __fspath__ could change the list while it is read) */
+    PyObject *names = PyList_AsTuple(given);
+    if (names == NULL)
+        return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(names);
     /* the names as the system takes them (os.fsencode's bytes), held while the GIL is let go */
-    PyObject *encoded = PyTuple_New(PyList_GET_SIZE(names));
-    if (encoded == NULL)
+    PyObject *encoded = PyTuple_New(count);
+    if (encoded == NULL) {
+        Py_DECREF(names);
         return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(names);
+    }
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *as_bytes = NULL;
-        if (!PyUnicode_FSConverter(PyList_GET_ITEM(names, i), &as_bytes)) {
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(names, i), &as_bytes)) {
             Py_DECREF(encoded);
+            Py_DECREF(names);
             return NULL;
         }
         PyTuple_SET_ITEM(encoded, i, as_bytes);
@@ -98,6 +105,7 @@ static PyObject *lstat_all(PyObject *self, PyObject *args)
     struct stat *stats = (struct stat *)malloc(sizeof(struct stat) * (size_t)(count > 0 ? count : 1));
     if (stats == NULL) {
         Py_DECREF(encoded);
+        Py_DECREF(names);
         return PyErr_NoMemory();
     }
     Py_ssize_t failed = -1;
@@ -114,7 +122,7 @@ static PyObject *lstat_all(PyObject *self, PyObject *args)
     PyObject *out = NULL;
     if (failed >= 0) {  /* as os.lstat would raise it: FileNotFoundError for a file gone, ... */
         errno = error;
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, PyList_GET_ITEM(names, failed));
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, PyTuple_GET_ITEM(names, failed));
     } else if ((out = PyList_New(count)) != NULL) {
         for (Py_ssize_t i = 0; i < count; i++) {
             PyObject *item = make_stat(&stats[i]);
@@ -127,6 +135,7 @@ static PyObject *lstat_all(PyObject *self, PyObject *args)
     }
     free(stats);
     Py_DECREF(encoded);
+    Py_DECREF(names);
     return out;
 }
 

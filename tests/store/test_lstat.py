@@ -74,6 +74,22 @@ def test_bytes_and_str_names_the_way_os_fsencode_has_them(folder: tuple[Path, in
 
 
 @needs_c
+def test_path_like_names_and_one_that_empties_the_list(folder: tuple[Path, int]) -> None:
+    here, fd = folder
+    (here / "a.json").write_text("{}")
+    names: list[Any] = []
+
+    class Emptying:  # (its __fspath__ empties the list being read: the copy is read)
+        def __fspath__(self) -> str:
+            names.clear()
+            return "a.json"
+
+    names += [Emptying(), Path("a.json"), "a.json"]
+    got = _C.lstat_all(fd, names)
+    assert [_triple(st) for st in got] == [_triple(os.lstat("a.json", dir_fd=fd))] * 3 and names == []
+
+
+@needs_c
 def test_the_errors_os_lstat_raises(folder: tuple[Path, int]) -> None:
     here, fd = folder
     (here / "a.json").write_text("{}")
