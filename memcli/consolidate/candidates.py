@@ -202,7 +202,8 @@ def _bin_minima(texts: list[str], bins: int) -> npt.NDArray[np.uint32]:
 def _bin_minima_into(texts: list[str], minima: npt.NDArray[np.uint32], work: _Work) -> None:
     """Fill `minima` (len(texts), bins) with the smallest quotient of each bin (``_MAX32``:
     empty) for normalised texts (:func:`_bin_minima_numpy`): in C where the package's
-    extension was built (`_signing`, one loop over each text's characters), else with numpy."""
+    extension was built (`_signing`: each block of a text's windows hashed in one vectorised
+    loop, then offered to its bins), else with numpy."""
     n = SHINGLE_CHARS
     if n != 5:  # (both ways are written for 5-grams)
         raise AssertionError("SHINGLE_CHARS is 5")
